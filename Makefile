@@ -1,0 +1,44 @@
+# citegate: the Makefile is the interface. `make help` lists the targets.
+SHELL := /bin/bash
+export PORT ?= 8099
+export RAG_DATA_ROOT ?= .data
+export RAG_API_TOKEN ?= rag-dev-token-123
+export OMP_WAIT_POLICY ?= PASSIVE
+UV ?= uv
+RUN := $(UV) run --frozen --extra local
+
+.PHONY: help install serve test test-unit test-integration test-e2e lint format typecheck clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+install: ## create .venv from the lock file (uv)
+	@command -v $(UV) >/dev/null || python3 -m pip install --quiet "uv==0.13.8"
+	$(UV) sync --frozen --extra local
+
+serve: install ## run the local stack: embedded AWS, gateway on 127.0.0.1:$PORT, state under $RAG_DATA_ROOT
+	$(RUN) citegate serve
+
+test: install ## every test tier (unit, integration, end-to-end)
+	$(RUN) pytest -q -n 2 --dist loadfile
+
+test-unit: install ## unit tests: no AWS, no network
+	$(RUN) pytest -q tests/unit
+
+test-integration: install ## handlers in-process on the embedded AWS endpoint, through the gateway
+	$(RUN) pytest -q tests/integration
+
+test-e2e: install ## the real server over HTTP (make serve), including restarts
+	$(RUN) pytest -q tests/e2e
+
+lint: install ## ruff lint and format check
+	$(RUN) ruff check . && $(RUN) ruff format --check .
+
+format: install ## apply ruff formatting
+	$(RUN) ruff format . && $(RUN) ruff check --fix .
+
+typecheck: install ## mypy strict on the layer
+	$(RUN) mypy layers/citegate
+
+clean: ## remove local state
+	rm -rf $(RAG_DATA_ROOT) .pytest_cache

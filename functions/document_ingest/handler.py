@@ -1,0 +1,24 @@
+"""POST /v1/kb/{kb_id}/documents: accept a document for asynchronous ingestion (202 with a task)."""
+
+from citegate.container import services
+from citegate.http.api import http_handler, json_response, make_resolver, parse_body, principal
+from citegate.knowledge_bases import get_kb
+from citegate.models.documents import IngestRequest
+
+app = make_resolver()
+
+
+@app.post("/v1/kb/<kb_id>/documents")
+def ingest(kb_id: str):  # type: ignore[no-untyped-def]
+    s = services()
+    caller = principal(app)
+    kb = get_kb(s, kb_id, caller)
+    accepted = s.ingestion.submit(kb, parse_body(app, IngestRequest), caller)
+    return json_response(
+        202,
+        {"task_id": accepted.task.task_id, "document_id": accepted.document_id, "status": accepted.task.status},
+        headers={"Location": f"/v1/tasks/{accepted.task.task_id}"},
+    )
+
+
+lambda_handler = http_handler(app)

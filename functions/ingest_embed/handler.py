@@ -1,0 +1,13 @@
+"""Ingestion workflow step: embed (see citegate/ingest/steps.py)."""
+
+from typing import Any
+
+from citegate.container import services
+from citegate.ingest import steps
+from citegate.observability import logger, tracer
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return steps.embed(services(), event)

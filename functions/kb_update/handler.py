@@ -1,0 +1,17 @@
+"""PATCH /v1/kb/{kb_id}: rename, describe, or move between working and approved."""
+
+from citegate.container import services
+from citegate.http.api import http_handler, json_response, make_resolver, parse_body, principal
+from citegate.knowledge_bases import update_kb
+from citegate.models.kb import UpdateKbRequest
+
+app = make_resolver()
+
+
+@app.patch("/v1/kb/<kb_id>")
+def update(kb_id: str):  # type: ignore[no-untyped-def]
+    kb = update_kb(services(), kb_id, parse_body(app, UpdateKbRequest), principal(app))
+    return json_response(200, kb.model_dump())
+
+
+lambda_handler = http_handler(app)

@@ -1,0 +1,172 @@
+"""The composition root: every client, store and engine is built here, lazily, once per process.
+
+Handlers call `services()` inside a request; tests build `Services(settings=...)` with fakes or
+call `reset_services()` after changing the environment.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from citegate import resources
+from citegate.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from citegate.aws import AwsClients
+    from citegate.embedding.base import Embedder
+    from citegate.ingest.service import IngestionService
+    from citegate.search.base import SearchIndex
+    from citegate.store.blobs import BlobStore
+    from citegate.store.documents import DocumentStore
+    from citegate.store.kbs import KbStore
+    from citegate.store.parents import ParentStore
+    from citegate.store.tasks import TaskStore
+
+
+class Services:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        aws: AwsClients | None = None,
+        index: SearchIndex | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.settings = settings or get_settings()
+        self._lock = threading.RLock()
+        if aws is not None:
+            self.__dict__["aws"] = aws
+        if index is not None:
+            self.__dict__["index"] = index
+        if embedder is not None:
+            self.__dict__["embedder"] = embedder
+
+    def _table(self, shape: resources.TableShape) -> Any:
+        return self.aws.dynamodb.Table(shape.physical_name(self.settings.stage))
+
+    @cached_property
+    def aws(self) -> AwsClients:
+        from citegate.aws import AwsClients
+
+        return AwsClients(self.settings)
+
+    @cached_property
+    def kbs(self) -> KbStore:
+        from citegate.store.kbs import KbStore
+
+        return KbStore(self._table(resources.KBS))
+
+    @cached_property
+    def documents(self) -> DocumentStore:
+        from citegate.store.documents import DocumentStore
+
+        return DocumentStore(self._table(resources.DOCUMENTS))
+
+    @cached_property
+    def tasks(self) -> TaskStore:
+        from citegate.store.tasks import TaskStore
+
+        return TaskStore(self._table(resources.TASKS))
+
+    @cached_property
+    def parents(self) -> ParentStore:
+        from citegate.store.parents import ParentStore
+
+        return ParentStore(self._table(resources.PARENTS))
+
+    @cached_property
+    def bucket(self) -> str:
+        return self.settings.bucket or resources.bucket_name(self.settings.stage)
+
+    @cached_property
+    def blobs(self) -> BlobStore:
+        from citegate.store.blobs import BlobStore
+
+        return BlobStore(self.aws.s3, self.bucket)
+
+    @cached_property
+    def ingest_queue_url(self) -> str:
+        if self.settings.ingest_queue_url:
+            return self.settings.ingest_queue_url
+        name = resources.INGEST_QUEUE.physical_name(self.settings.stage)
+        return str(self.aws.sqs.get_queue_url(QueueName=name)["QueueUrl"])
+
+    @cached_property
+    def state_machine_arn(self) -> str:
+        if self.settings.state_machine_arn:
+            return self.settings.state_machine_arn
+        name = resources.state_machine_name(self.settings.stage)
+        account = self.aws.account_id
+        return f"arn:aws:states:{self.settings.region}:{account}:stateMachine:{name}"
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        from citegate.embedding import build_embedder
+        from citegate.embedding.cache import CachedEmbedder
+        from citegate.store.embeddings import DynamoEmbeddingCache
+
+        s = self.settings
+        inner = build_embedder(
+            s.embedder,
+            threads=s.embedder_threads,
+            openai_base_url=s.embedding_base_url,
+            openai_api_key=s.embedding_api_key.get_secret_value() if s.embedding_api_key else None,
+            openai_model=s.embedding_model,
+            dimension=s.embedding_dimension,
+        )
+        return CachedEmbedder(inner, DynamoEmbeddingCache(self._table(resources.EMBEDDINGS)))
+
+    @cached_property
+    def index(self) -> SearchIndex:
+        s = self.settings
+        if s.search_engine == "opensearch":
+            from citegate.search.opensearch import OpenSearchIndex
+
+            if not s.opensearch_url:
+                raise ValueError("CITEGATE_SEARCH_ENGINE=opensearch needs OPENSEARCH_URL")
+            return OpenSearchIndex.from_url(
+                s.opensearch_url, prefix=s.opensearch_index_prefix, dimension=self.embedder.dimension
+            )
+        from citegate.search.embedded import EmbeddedSearchIndex
+
+        # One index per embedding model: vectors of different models never share a matrix.
+        return EmbeddedSearchIndex(s.index_dir / self.embedder.model_id, dimension=self.embedder.dimension)
+
+    @cached_property
+    def ingestion(self) -> IngestionService:
+        from citegate.ingest.service import IngestionService
+
+        return IngestionService(self)
+
+    def close(self) -> None:
+        index = self.__dict__.get("index")
+        if index is not None:
+            index.close()
+
+
+_services: Services | None = None
+_services_lock = threading.Lock()
+
+
+def services() -> Services:
+    global _services
+    if _services is None:
+        with _services_lock:
+            if _services is None:
+                _services = Services()
+    return _services
+
+
+def set_services(instance: Services | None) -> None:
+    """Install (or clear) the process-wide services; the local stack and tests use it."""
+    global _services
+    with _services_lock:
+        if _services is not None and _services is not instance:
+            _services.close()
+        _services = instance
+
+
+def reset_services() -> None:
+    set_services(None)

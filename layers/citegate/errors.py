@@ -1,0 +1,103 @@
+"""Domain errors and the one place that maps them to HTTP statuses and code families.
+
+The layer raises `CitegateError` subclasses with a product-neutral `kind`; each route family
+(spec 004's `/v1`, spec 000's Answer API, spec 001's chats) names that kind with its own code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+Family = Literal["v1", "answer", "chat"]
+
+
+class CitegateError(Exception):
+    kind: ClassVar[str] = "internal"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class InvalidRequest(CitegateError):
+    kind, status = "invalid_request", 400
+
+
+class Unauthorized(CitegateError):
+    kind, status = "unauthorized", 401
+
+
+class Forbidden(CitegateError):
+    kind, status = "forbidden", 403
+
+
+class NotFound(CitegateError):
+    kind, status = "not_found", 404
+
+
+class KbNotFound(NotFound):
+    kind = "kb_not_found"
+
+
+class DocumentNotFound(NotFound):
+    kind = "document_not_found"
+
+
+class TaskNotFound(NotFound):
+    kind = "task_not_found"
+
+
+class RouteNotFound(NotFound):
+    kind = "route_not_found"
+
+
+class Conflict(CitegateError):
+    kind, status = "conflict", 409
+
+
+class KbExists(Conflict):
+    kind = "kb_exists"
+
+
+class PayloadTooLarge(CitegateError):
+    kind, status = "payload_too_large", 413
+
+
+class UnsupportedMediaType(CitegateError):
+    kind, status = "unsupported_media_type", 415
+
+
+class RateLimited(CitegateError):
+    kind, status = "rate_limited", 429
+
+
+class SearchUnavailableError(CitegateError):
+    kind, status = "search_unavailable", 503
+
+
+class ModelUnavailable(CitegateError):
+    kind, status = "model_unavailable", 503
+
+
+class StorageUnavailable(CitegateError):
+    kind, status = "storage_unavailable", 503
+
+
+# The /v1 routes (spec 004) use lower-case codes, one per kind, as PRODUCT.md decides.
+_V1_CODES: dict[str, str] = {
+    "route_not_found": "not_found",
+    "internal": "internal_error",
+}
+
+
+def error_code(error: CitegateError, family: Family = "v1") -> str:
+    if family == "v1":
+        return _V1_CODES.get(error.kind, error.kind)
+    raise ValueError(f"no code table for family {family!r} yet")
+
+
+def error_body(code: str, message: str, request_id: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The decided error shape, used by every route and by the gateway itself."""
+    return {"error": code, "message": message, "requestId": request_id, "details": details or {}}

@@ -1,0 +1,34 @@
+"""What /healthz reports: each backend the service needs, checked cheaply."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from citegate import __version__
+
+if TYPE_CHECKING:
+    from citegate.container import Services
+
+
+def health(s: Services) -> dict[str, Any]:
+    checks: dict[str, Any] = {}
+
+    def check(name: str, probe: Any) -> None:
+        started = time.perf_counter()
+        try:
+            detail = probe()
+            checks[name] = {"ok": True, "ms": round((time.perf_counter() - started) * 1000, 1), **(detail or {})}
+        except Exception as error:  # a health probe reports; it never raises
+            checks[name] = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+
+    check("metadata", lambda: (s.kbs.find("__healthz__"), None)[1])
+    check("search", lambda: {"engine": s.index.engine, "chunks": s.index.count()})
+    ok = all(c["ok"] for c in checks.values())
+    return {
+        "status": "ok" if ok else "degraded",
+        "version": __version__,
+        "runtime": s.settings.runtime,
+        "embedder": s.settings.embedder,
+        "checks": checks,
+    }

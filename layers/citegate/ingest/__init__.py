@@ -1,0 +1,1 @@
+"""Ingestion: accept a document, then parse -> chunk -> embed -> index -> finalize as workflow steps."""

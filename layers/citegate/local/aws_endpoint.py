@@ -1,0 +1,138 @@
+"""The embedded AWS endpoint: moto on a loopback port, durable through the journal, with Lambda
+invocations dispatched to our own handlers in this process.
+
+Relies on moto internals in two places (pinned in pyproject.toml, covered by tests): the
+simple Lambda backend's `invoke`, and the server's WSGI application.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from citegate.local.functions import invoke
+from citegate.local.journal import Journal, JournalingMiddleware, replay
+
+MOTO_CONFIG = {"lambda": {"use_docker": False}, "stepfunctions": {"execute_state_machine": True}}
+# Lambda function name (citegate-<stage>-<function>) -> our folder name under functions/.
+_function_routes: dict[str, str] = {}
+
+
+def _dispatching_invoke(
+    self: Any, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
+) -> bytes:
+    name = function_name.rsplit(":", 1)[-1] if function_name.startswith("arn:") else function_name
+    function = _function_routes.get(name)
+    if function is None:
+        response_headers["x-amz-function-error"] = "Unhandled"
+        return json.dumps({"errorType": "ResourceNotFound", "errorMessage": f"no local function {name}"}).encode()
+    event = json.loads(body) if body else {}
+    try:
+        result = invoke(function, event)
+    except Exception as error:  # reported to the caller as a Lambda function error, as AWS does
+        response_headers["x-amz-function-error"] = "Unhandled"
+        return json.dumps(
+            {
+                "errorType": type(error).__name__,
+                "errorMessage": str(error),
+                "stackTrace": traceback.format_exception(error)[-3:],
+            }
+        ).encode()
+    return json.dumps(result).encode()
+
+
+def route_lambda(function_name: str, function: str) -> None:
+    _function_routes[function_name] = function
+
+
+def _install_lambda_dispatch() -> None:
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    LambdaSimpleBackend.invoke = _dispatching_invoke  # type: ignore[method-assign]
+
+
+class _QuietHandler:
+    @staticmethod
+    def of(base: Any) -> Any:
+        class Quiet(base):  # type: ignore[misc, valid-type]
+            def log_request(self, *args: Any, **kwargs: Any) -> None:  # one line per AWS call is noise
+                pass
+
+        return Quiet
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedAws:
+    """moto served on 127.0.0.1, with writes journaled under `state_dir` when one is given."""
+
+    def __init__(self, state_dir: Path | None, port: int | None = None) -> None:
+        self.state_dir = state_dir
+        self.port = port or free_port()
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self.journal = Journal(state_dir) if state_dir else None
+        self.middleware: JournalingMiddleware | None = None
+        self.replayed = 0
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from moto.core.models import default_user_config
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+
+        # moto's Step Functions interpreter calls Lambda back through this port.
+        os.environ["MOTO_PORT"] = str(self.port)
+        for service, options in MOTO_CONFIG.items():
+            default_user_config.setdefault(service, {}).update(options)
+        _install_lambda_dispatch()
+        app: Any = DomainDispatcherApplication(create_backend_app)
+        if self.journal:
+            self.middleware = JournalingMiddleware(app, self.journal)
+            app = self.middleware
+        self._app = app
+        self._server = make_server("127.0.0.1", self.port, app, threaded=True, request_handler=_QuietHandler.of(MotoRequestHandler))
+        self._thread = threading.Thread(target=self._server.serve_forever, name="embedded-aws", daemon=True)
+        self._thread.start()
+
+    def restore(self) -> int:
+        """Replay the journal into this (fresh) moto; call after the resources exist."""
+        if not self.journal or not self.middleware:
+            return 0
+        self.replayed = replay(self.middleware.app, self.journal)
+        return self.replayed
+
+    def start_recording(self) -> None:
+        if self.journal and self.middleware:
+            self.journal.open()
+            self.middleware.recording = True
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread:
+            self._thread.join(timeout=5)
+        if self.journal:
+            self.journal.close()
+        self._reset_moto()
+
+    @staticmethod
+    def _reset_moto() -> None:
+        """moto's backends are process-global: a stopped endpoint must not leak state into the next."""
+        from moto.moto_api._internal.models import moto_api_backend
+
+        moto_api_backend.reset()

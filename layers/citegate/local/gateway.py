@@ -1,0 +1,159 @@
+"""The local API gateway: HTTP in, API Gateway payload-format-2.0 events to our handlers, HTTP out.
+
+It does what the deployed HTTP API does for each request: match the route table, run the
+authorizer (the same Lambda function as in AWS) unless the route is public, hand its context to
+the integration, and return the handler's response (streamed when the handler streams).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route as StarletteRoute
+
+from citegate import routes
+from citegate.errors import error_body
+from citegate.local.functions import invoke
+
+MAX_PAYLOAD_BYTES = 10 * 1024 * 1024  # API Gateway's limit
+_TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded", "application/xml")
+
+
+def _error(status: int, code: str, message: str, request_id: str) -> Response:
+    return Response(
+        json.dumps(error_body(code, message, request_id)),
+        status_code=status,
+        media_type="application/json",
+        headers={"apigw-requestid": request_id},
+    )
+
+
+def build_event(
+    request: Request, body: bytes, route: routes.Route, path_params: dict[str, str], request_id: str
+) -> dict[str, Any]:
+    headers: dict[str, str] = {}
+    for key, value in request.headers.items():
+        key = key.lower()
+        if key == "cookie":
+            continue
+        headers[key] = f"{headers[key]},{value}" if key in headers else value
+    query = parse_qsl(request.url.query, keep_blank_values=True)
+    params: dict[str, str] = {}
+    for key, value in query:
+        params[key] = f"{params[key]},{value}" if key in params else value
+    content_type = headers.get("content-type", "")
+    is_text = not body or content_type.startswith(_TEXT_TYPES)
+    now = time.time()
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route.route_key,
+        "rawPath": request.url.path,
+        "rawQueryString": request.url.query,
+        "headers": headers,
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": "local",
+            "domainName": request.url.hostname or "127.0.0.1",
+            "domainPrefix": "local",
+            "http": {
+                "method": request.method,
+                "path": request.url.path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": request.client.host if request.client else "127.0.0.1",
+                "userAgent": headers.get("user-agent", ""),
+            },
+            "requestId": request_id,
+            "routeKey": route.route_key,
+            "stage": "$default",
+            "time": dt.datetime.fromtimestamp(now, dt.UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(now * 1000),
+        },
+        "isBase64Encoded": not is_text,
+    }
+    if "cookie" in request.headers:
+        event["cookies"] = [c.strip() for c in request.headers["cookie"].split(";") if c.strip()]
+    if params:
+        event["queryStringParameters"] = params
+    if path_params:
+        event["pathParameters"] = path_params
+    if body:
+        event["body"] = body.decode() if is_text else base64.b64encode(body).decode()
+    return event
+
+
+def authorize(event: dict[str, Any]) -> dict[str, Any]:
+    """Run the authorizer function on the request, as API Gateway would, and return its context."""
+    authorizer_event = {
+        "version": "2.0",
+        "type": "REQUEST",
+        "routeArn": f"arn:aws:execute-api:local:000000000000:local/$default/{event['routeKey'].replace(' ', '')}",
+        "identitySource": [event["headers"].get("authorization", "")],
+        "routeKey": event["routeKey"],
+        "rawPath": event["rawPath"],
+        "rawQueryString": event["rawQueryString"],
+        "headers": event["headers"],
+        "cookies": event.get("cookies", []),
+        "queryStringParameters": event.get("queryStringParameters", {}),
+        "requestContext": event["requestContext"],
+        "pathParameters": event.get("pathParameters", {}),
+    }
+    result = invoke(routes.AUTHORIZER_FUNCTION, authorizer_event)
+    if not result.get("isAuthorized"):
+        raise PermissionError("the authorizer refused the request")
+    return dict(result.get("context") or {})
+
+
+def to_response(result: Any, request_id: str) -> Response:
+    if isinstance(result, Iterator | Iterable) and not isinstance(result, dict | str | bytes):
+        # A streaming handler yields its (already SSE-framed) chunks.
+        return StreamingResponse(iterate_in_threadpool(iter(result)), media_type="text/event-stream")
+    if not isinstance(result, dict) or "statusCode" not in result:
+        # A payload-2.0 integration may return a bare JSON value: API Gateway wraps it as 200.
+        return Response(json.dumps(result), status_code=200, media_type="application/json")
+    body = result.get("body") or ""
+    content = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
+    headers = {k: str(v) for k, v in (result.get("headers") or {}).items()}
+    headers["apigw-requestid"] = request_id
+    response = Response(content, status_code=int(result["statusCode"]), headers=headers)
+    for cookie in result.get("cookies") or []:
+        response.headers.append("set-cookie", cookie)
+    return response
+
+
+async def dispatch(request: Request) -> Response:
+    request_id = str(uuid.uuid4())
+    matched = routes.match(request.method, request.url.path)
+    if matched is None:
+        if routes.path_exists(request.url.path):
+            return _error(405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}", request_id)
+        return _error(404, "not_found", f"no route for {request.method} {request.url.path}", request_id)
+    route, path_params = matched
+    body = await request.body()
+    if len(body) > MAX_PAYLOAD_BYTES:
+        return _error(413, "payload_too_large", f"request bodies are limited to {MAX_PAYLOAD_BYTES} bytes", request_id)
+    event = build_event(request, body, route, path_params, request_id)
+    try:
+        if route.auth != "none":
+            event["requestContext"]["authorizer"] = {"lambda": await run_in_threadpool(authorize, event)}
+        result = await run_in_threadpool(invoke, route.function, event)
+    except PermissionError:
+        return _error(403, "forbidden", "Forbidden", request_id)
+    except Exception as error:  # what API Gateway answers when an integration crashes
+        return _error(500, "internal_error", f"the integration failed: {type(error).__name__}", request_id)
+    return to_response(result, request_id)
+
+
+def create_app() -> Starlette:
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+    return Starlette(routes=[StarletteRoute("/{path:path}", dispatch, methods=methods)])

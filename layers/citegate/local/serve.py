@@ -1,0 +1,74 @@
+"""`make serve` / `citegate serve`: the local stack behind the gateway on 127.0.0.1:${PORT:-8099}."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from citegate.settings import get_settings
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn re-raises SIGTERM after its own shutdown, which would kill the process before the
+        stack is stopped; this server only asks itself to exit, so the stack always stops cleanly."""
+
+        on_ready: Callable[[], None] = staticmethod(lambda: None)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                self.on_ready()
+
+    return Server
+
+
+def serve(host: str = "127.0.0.1", port: int | None = None) -> int:
+    import uvicorn
+
+    from citegate.local.gateway import create_app
+    from citegate.local.stack import LocalStack
+
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    settings = get_settings()
+    if settings.api_token is None:
+        print("RAG_API_TOKEN is not set: every /v1 route will answer 401. Export a token first.", file=sys.stderr)
+    started = time.perf_counter()
+    stack = LocalStack(settings).start()
+    port = port or settings.port
+    server = _server_class()(uvicorn.Config(create_app(), host=host, port=port, log_level="warning", access_log=False))
+    aws_url = stack.aws.endpoint_url if stack.aws else "-"
+
+    def announce() -> None:
+        print(
+            f"citegate ready on http://{host}:{port} in {time.perf_counter() - started:.1f}s "
+            f"(data {settings.data_root.resolve()}, embedded AWS {aws_url}, search {settings.search_engine}, "
+            f"embedder {settings.embedder}, restored {stack.info.get('restored_writes', 0)} writes, "
+            f"resumed {stack.info.get('resumed_tasks', 0)} tasks)",
+            flush=True,
+        )
+
+    server.on_ready = announce
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    try:
+        server.run()
+    finally:
+        stack.stop()
+    return 0

@@ -1,0 +1,98 @@
+"""The local stack: embedded AWS (durable), resources from their shapes, the queue's event source,
+the search index and the embedder, all in this process. `make serve` runs it behind the gateway."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from citegate import resources
+from citegate.container import Services, set_services
+from citegate.local.aws_endpoint import EmbeddedAws
+from citegate.local.compaction import compact
+from citegate.local.poller import QueuePoller
+from citegate.local.provision import provision
+from citegate.routes import INGEST_CONSUMER_FUNCTION
+from citegate.settings import Settings, get_settings, reset_settings
+
+LOCAL_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "citegate-local",
+    "AWS_SECRET_ACCESS_KEY": "citegate-local-secret",
+    "AWS_SESSION_TOKEN": "",
+}
+
+
+@dataclass
+class LocalStack:
+    settings: Settings = field(default_factory=get_settings)
+    persist: bool = True
+    poll: bool = True
+    aws: EmbeddedAws | None = None
+    services: Services | None = None
+    poller: QueuePoller | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def start(self) -> LocalStack:
+        data_root = self.settings.data_root
+        data_root.mkdir(parents=True, exist_ok=True)
+        self.aws = EmbeddedAws(data_root / "aws" if self.persist else None)
+        self.aws.start()
+        # Every boto3 client in this process now talks to the embedded endpoint with fake keys.
+        os.environ["AWS_ENDPOINT_URL"] = self.aws.endpoint_url
+        os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = self.settings.region
+        for key, value in LOCAL_CREDENTIALS.items():
+            if value:
+                os.environ[key] = value
+            else:
+                os.environ.pop(key, None)
+        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+        reset_settings()
+
+        import boto3
+
+        session = boto3.session.Session(region_name=self.settings.region)
+        s = Services(self.settings)
+        self.info = provision(session, self.settings.stage, s.bucket)
+        restored = self.aws.restore()
+        if self.aws.journal:
+            compact(self.aws.journal, session, self.settings.stage, s.bucket)
+        self.aws.start_recording()
+        self.info["restored_writes"] = restored
+
+        s.__dict__["ingest_queue_url"] = self.info["queues"][resources.INGEST_QUEUE.logical]
+        s.__dict__["state_machine_arn"] = self.info["state_machine_arn"]
+        self.services = s
+        set_services(s)
+        self.info["resumed_tasks"] = self._resume_unfinished_tasks(s)
+        if self.poll:
+            self.poller = QueuePoller(
+                s.aws.sqs, s.ingest_queue_url, INGEST_CONSUMER_FUNCTION, self.settings.region
+            )
+            self.poller.start()
+        return self
+
+    @staticmethod
+    def _resume_unfinished_tasks(s: Services) -> int:
+        """Queues and executions do not survive a restart; tasks that were under way go back on the queue."""
+        import json
+
+        resumed = 0
+        for task in s.tasks.unfinished():
+            if task.kind == "ingest":
+                s.aws.sqs.send_message(QueueUrl=s.ingest_queue_url, MessageBody=json.dumps({"task_id": task.task_id}))
+                resumed += 1
+        return resumed
+
+    def stop(self) -> None:
+        if self.poller:
+            self.poller.stop()
+        set_services(None)
+        if self.aws:
+            self.aws.stop()
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

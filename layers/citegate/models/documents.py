@@ -1,0 +1,92 @@
+"""Document ingestion requests, document records and tasks (spec 004; PRODUCT.md decisions)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from citegate.models.common import StrictModel
+
+SOURCE_FIELDS = ("text", "base64_file", "s3_key", "file_path")
+
+
+class DocumentMetadata(BaseModel):
+    """Known keys are typed; anything else is kept as given."""
+
+    model_config = {"extra": "allow"}
+
+    project: str = Field("", max_length=200)
+    path: str = Field("", max_length=1000)
+    version: str = Field("", max_length=100)
+    url: str = Field("", max_length=2000)
+
+
+class IngestRequest(StrictModel):
+    text: str | None = None
+    base64_file: str | None = None
+    s3_key: str | None = Field(None, max_length=1024)
+    file_path: str | None = Field(None, max_length=4096)
+    source_name: str | None = Field(None, min_length=1, max_length=512)
+    title: str | None = Field(None, max_length=500)
+    mime_type: str | None = Field(None, max_length=200)
+    metadata: DocumentMetadata = Field(default_factory=DocumentMetadata)
+
+    @model_validator(mode="after")
+    def exactly_one_source(self) -> IngestRequest:
+        given = [name for name in SOURCE_FIELDS if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of {', '.join(SOURCE_FIELDS)} (got {len(given)}: {', '.join(given) or 'none'})"
+            )
+        if self.source_name is None and self.file_path is None:
+            raise ValueError("source_name is required unless file_path names the source")
+        return self
+
+    @property
+    def source_field(self) -> str:
+        return next(name for name in SOURCE_FIELDS if getattr(self, name) is not None)
+
+
+class UploadRequest(StrictModel):
+    source_name: str = Field(min_length=1, max_length=512)
+    mime_type: str | None = Field(None, max_length=200)
+
+
+class TaskCounts(BaseModel):
+    parents: int = 0
+    children: int = 0
+
+
+TaskStatus = Literal["queued", "running", "succeeded", "failed"]
+
+
+class Task(BaseModel):
+    task_id: str
+    kb_id: str
+    document_id: str | None = None
+    kind: Literal["ingest", "reindex"] = "ingest"
+    status: TaskStatus
+    counts: TaskCounts = Field(default_factory=TaskCounts)
+    error: str | None = None
+    created_at: str
+    updated_at: str
+    children: list[str] | None = None  # a reindex task's per-document tasks
+
+
+class DocumentRecord(BaseModel):
+    kb_id: str
+    document_id: str
+    source_name: str
+    title: str = ""
+    mime_type: str = ""
+    size_bytes: int = 0
+    content_sha256: str = ""
+    raw_key: str = ""
+    status: Literal["queued", "running", "indexed", "failed"] = "queued"
+    task_id: str = ""
+    counts: TaskCounts = Field(default_factory=TaskCounts)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+    created_at: str
+    updated_at: str

@@ -1,0 +1,104 @@
+"""The shapes of every AWS resource citegate uses, in one place.
+
+The CDK app (infra/) and the local stack (citegate.local) both build their tables, bucket, queues
+and state machine from these definitions, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+APP = "citegate"
+
+
+@dataclass(frozen=True)
+class IndexShape:
+    name: str
+    partition_key: str
+    sort_key: str | None = None
+
+
+@dataclass(frozen=True)
+class TableShape:
+    logical: str
+    partition_key: str
+    sort_key: str | None = None
+    ttl_attribute: str | None = None
+    indexes: tuple[IndexShape, ...] = ()
+
+    def physical_name(self, stage: str) -> str:
+        return f"{APP}-{stage}-{self.logical}"
+
+    def key_attributes(self) -> list[str]:
+        keys = [self.partition_key] + ([self.sort_key] if self.sort_key else [])
+        for index in self.indexes:
+            keys += [index.partition_key] + ([index.sort_key] if index.sort_key else [])
+        return list(dict.fromkeys(keys))
+
+
+# Knowledge bases, by id; the tenant index lists a tenant's knowledge bases.
+KBS = TableShape("kbs", "kb_id", indexes=(IndexShape("by_tenant", "tenant_id", "kb_id"),))
+# Documents of a knowledge base (document_id is derived from kb_id and source_name).
+DOCUMENTS = TableShape("documents", "kb_id", "document_id")
+# Ingestion and reindex tasks; finished tasks expire after TASK_TTL_DAYS.
+TASKS = TableShape("tasks", "task_id", ttl_attribute="expires_at")
+# Parent chunks, by document: context for answers and the display side of citations.
+PARENTS = TableShape("parents", "doc_key", "parent_id")
+# Embeddings by model and content hash: re-ingesting or reindexing embeds only what changed.
+EMBEDDINGS = TableShape("embeddings", "cache_key")
+
+TABLES: tuple[TableShape, ...] = (KBS, DOCUMENTS, TASKS, PARENTS, EMBEDDINGS)
+TASK_TTL_DAYS = 30
+
+
+@dataclass(frozen=True)
+class QueueShape:
+    logical: str
+    visibility_timeout_seconds: int
+    max_receive_count: int | None = None
+    dead_letter: str | None = None
+    retention_seconds: int = 4 * 24 * 3600
+
+    def physical_name(self, stage: str) -> str:
+        return f"{APP}-{stage}-{self.logical}"
+
+
+INGEST_CONSUMER_TIMEOUT_SECONDS = 30
+# A message stays invisible well beyond the consumer's timeout (AWS recommends 6x) so that a slow
+# consumer never sees its own message delivered twice; after 5 failed receives it goes to the DLQ.
+INGEST_DLQ = QueueShape("ingest-dlq", visibility_timeout_seconds=60, retention_seconds=14 * 24 * 3600)
+INGEST_QUEUE = QueueShape(
+    "ingest",
+    visibility_timeout_seconds=6 * INGEST_CONSUMER_TIMEOUT_SECONDS,
+    max_receive_count=5,
+    dead_letter=INGEST_DLQ.logical,
+)
+QUEUES: tuple[QueueShape, ...] = (INGEST_DLQ, INGEST_QUEUE)
+
+
+def bucket_name(stage: str, account: str = "000000000000") -> str:
+    """Raw documents and ingestion work files. Bucket names are global, so the account is in it."""
+    return f"{APP}-{stage}-{account}-documents"
+
+
+STATE_MACHINE_LOGICAL = "ingestion"
+ASL_PATH = Path(__file__).parent / "ingest" / "ingestion.asl.json"
+
+# The state machine's Lambda tasks, keyed by the placeholder the ASL file uses for their ARN.
+INGESTION_STEP_FUNCTIONS: dict[str, str] = {
+    "ParseFunctionArn": "ingest_parse",
+    "ChunkFunctionArn": "ingest_chunk",
+    "EmbedFunctionArn": "ingest_embed",
+    "IndexFunctionArn": "ingest_index",
+    "FinalizeFunctionArn": "ingest_finalize",
+    "MarkFailedFunctionArn": "ingest_mark_failed",
+}
+
+
+def state_machine_name(stage: str) -> str:
+    return f"{APP}-{stage}-{STATE_MACHINE_LOGICAL}"
+
+
+def function_name(stage: str, function: str) -> str:
+    return f"{APP}-{stage}-{function.replace('_', '-')}"

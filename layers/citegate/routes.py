@@ -1,0 +1,65 @@
+"""Every HTTP route and the function (folder under functions/) that serves it.
+
+The local gateway dispatches by this table and the CDK app creates one API route and one Lambda
+function per entry from it, so a route cannot exist in one place and not the other.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Auth = Literal["none", "principal"]
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # API Gateway style: /v1/kb/{kb_id}
+    function: str  # folder name under functions/
+    auth: Auth = "principal"
+    streaming: bool = False
+
+    @property
+    def route_key(self) -> str:
+        return f"{self.method} {self.path}"
+
+    def pattern(self) -> re.Pattern[str]:
+        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.path)
+        return re.compile(f"^{regex}$")
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/healthz", "healthz", auth="none"),
+    # Knowledge bases (spec 004; shapes decided in PRODUCT.md).
+    Route("POST", "/v1/kb", "kb_create"),
+    Route("GET", "/v1/kb", "kb_list"),
+    Route("GET", "/v1/kb/{kb_id}", "kb_get"),
+    Route("PATCH", "/v1/kb/{kb_id}", "kb_update"),
+    # Documents and ingestion.
+    Route("POST", "/v1/kb/{kb_id}/uploads", "upload_create"),
+    Route("POST", "/v1/kb/{kb_id}/documents", "document_ingest"),
+    Route("GET", "/v1/kb/{kb_id}/documents", "document_list"),
+    Route("GET", "/v1/kb/{kb_id}/documents/{document_id}", "document_get"),
+    Route("DELETE", "/v1/kb/{kb_id}/documents/{document_id}", "document_delete"),
+    Route("POST", "/v1/kb/{kb_id}/reindex", "kb_reindex"),
+    Route("GET", "/v1/tasks/{task_id}", "task_get"),
+)
+
+# Functions that are not behind a route: the authorizer, the queue consumer, the ingestion steps.
+AUTHORIZER_FUNCTION = "authorizer"
+INGEST_CONSUMER_FUNCTION = "ingest_consumer"
+
+
+def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    for route in ROUTES:
+        if route.method == method:
+            found = route.pattern().match(path)
+            if found:
+                return route, found.groupdict()
+    return None
+
+
+def path_exists(path: str) -> bool:
+    return any(route.pattern().match(path) for route in ROUTES)

@@ -1,0 +1,82 @@
+"""One settings object for the whole service, read from the environment when first asked for.
+
+Nothing reads `os.environ` at import time: handlers call `get_settings()` inside a request, and
+tests call `reset_settings()` after changing the environment.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    # Deployment identity: resource names are derived from this prefix (see resources.py).
+    stage: str = Field("local", alias="CITEGATE_STAGE")
+    region: str = Field("us-east-1", alias="AWS_REGION")
+    runtime: Literal["local", "aws"] = Field("local", alias="CITEGATE_RUNTIME")
+
+    # Spec 004: the bearer token maps to a configured service principal.
+    api_token: SecretStr | None = Field(None, alias="RAG_API_TOKEN")
+    service_principal_id: str = Field("rag-service", alias="CITEGATE_SERVICE_PRINCIPAL")
+    default_tenant: str = Field("default", alias="CITEGATE_DEFAULT_TENANT")
+
+    # Resource locations. CDK sets them in AWS; locally they are derived from the stage names.
+    bucket: str | None = Field(None, alias="CITEGATE_BUCKET")
+    ingest_queue_url: str | None = Field(None, alias="CITEGATE_INGEST_QUEUE_URL")
+    state_machine_arn: str | None = Field(None, alias="CITEGATE_STATE_MACHINE_ARN")
+
+    # Local state (spec 004's variable) and the local gateway's port (spec 004's port).
+    data_root: Path = Field(Path(".data"), alias="RAG_DATA_ROOT")
+    port: int = Field(8099, alias="PORT")
+
+    # Ingestion limits.
+    # Uploaded documents (presigned S3) may be this large; inline ones (text, base64) are bounded by
+    # API Gateway's 10 MB payload limit, so their decoded size is capped lower.
+    max_document_bytes: int = Field(20 * 1024 * 1024, alias="CITEGATE_MAX_DOCUMENT_BYTES")
+    max_inline_document_bytes: int = Field(7 * 1024 * 1024, alias="CITEGATE_MAX_INLINE_DOCUMENT_BYTES")
+    # `file_path` ingestion is local-only and confined to this folder (unset: refused).
+    local_ingest_root: Path | None = Field(None, alias="CITEGATE_LOCAL_INGEST_ROOT")
+    upload_url_ttl_seconds: int = Field(900, alias="CITEGATE_UPLOAD_URL_TTL")
+
+    # Embedding: "use" (offline default), "e5" (offline, better, slower), "openai" (endpoint).
+    embedder: Literal["use", "e5", "openai", "hashing"] = Field("use", alias="CITEGATE_EMBEDDER")
+    embedder_threads: int = Field(2, alias="CITEGATE_EMBEDDER_THREADS")
+    embedding_base_url: str | None = Field(None, alias="CITEGATE_EMBEDDING_BASE_URL")
+    embedding_api_key: SecretStr | None = Field(None, alias="CITEGATE_EMBEDDING_API_KEY")
+    embedding_model: str | None = Field(None, alias="CITEGATE_EMBEDDING_MODEL")
+    embedding_dimension: int | None = Field(None, alias="CITEGATE_EMBEDDING_DIMENSION")
+
+    # Search: the embedded engine on one machine, OpenSearch when a URL is configured.
+    search_engine: Literal["embedded", "opensearch"] = Field("embedded", alias="CITEGATE_SEARCH_ENGINE")
+    opensearch_url: str | None = Field(None, alias="OPENSEARCH_URL")
+    opensearch_index_prefix: str = Field("citegate", alias="CITEGATE_OPENSEARCH_INDEX_PREFIX")
+
+    # Answering: offline extractive answerer by default, any OpenAI-compatible chat endpoint if set.
+    llm_base_url: str | None = Field(None, alias="CITEGATE_LLM_BASE_URL")
+    llm_api_key: SecretStr | None = Field(None, alias="CITEGATE_LLM_API_KEY")
+    llm_model: str | None = Field(None, alias="CITEGATE_LLM_MODEL")
+    llm_timeout_seconds: float = Field(30.0, alias="CITEGATE_LLM_TIMEOUT")
+
+    @property
+    def local_runtime(self) -> bool:
+        return self.runtime == "local"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.data_root / "index"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def reset_settings() -> None:
+    get_settings.cache_clear()

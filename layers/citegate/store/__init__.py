@@ -1,0 +1,1 @@
+"""Data access: the only modules that talk to DynamoDB and S3."""

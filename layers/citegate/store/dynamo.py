@@ -1,0 +1,64 @@
+"""Small helpers around the boto3 DynamoDB resource API."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def epoch_in(days: int) -> int:
+    return int((dt.datetime.now(dt.UTC) + dt.timedelta(days=days)).timestamp())
+
+
+def to_item(value: Any) -> Any:
+    """Python values to what the resource API accepts (floats become Decimals, None is dropped)."""
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {k: to_item(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [to_item(v) for v in value]
+    return value
+
+
+def from_item(value: Any) -> Any:
+    """DynamoDB values back to plain Python (Decimals become int or float)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: from_item(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_item(v) for v in value]
+    if isinstance(value, set):
+        return sorted(from_item(v) for v in value)
+    return value
+
+
+def query_all(table: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    while True:
+        page = table.query(**kwargs)
+        items.extend(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return [from_item(i) for i in items]
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def scan_all(table: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    while True:
+        page = table.scan(**kwargs)
+        items.extend(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return [from_item(i) for i in items]
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def is_conditional_failure(error: Exception) -> bool:
+    response = getattr(error, "response", None) or {}
+    return bool(response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from citegate.embedding.cache import decode_vector, encode_vector
+
+
+class DynamoEmbeddingCache:
+    """Embeddings by model and content hash, so re-ingesting embeds only what changed."""
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+
+    @staticmethod
+    def _key(model_id: str, key: str) -> str:
+        return f"{model_id}#{key}"
+
+    def get_many(self, model_id: str, keys: Sequence[str]) -> dict[str, Any]:
+        client = self._table.meta.client
+        name = self._table.name
+        found: dict[str, Any] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 100):
+            request: dict[str, Any] = {
+                name: {"Keys": [{"cache_key": self._key(model_id, k)} for k in unique[start : start + 100]]}
+            }
+            while request:
+                response = client.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(name, []):
+                    cache_key = item["cache_key"]["S"]
+                    blob = item["vector"]["B"]
+                    found[cache_key.split("#", 1)[1]] = decode_vector(bytes(blob), int(item["dimension"]["N"]))
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    def put_many(self, model_id: str, items: Mapping[str, Any]) -> None:
+        with self._table.batch_writer(overwrite_by_pkeys=["cache_key"]) as batch:
+            for key, vector in items.items():
+                v = np.asarray(vector, dtype=np.float32)
+                batch.put_item(
+                    Item={
+                        "cache_key": self._key(model_id, key),
+                        "vector": encode_vector(v),
+                        "dimension": int(v.shape[0]),
+                    }
+                )

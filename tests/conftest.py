@@ -1,0 +1,20 @@
+"""Shared test set-up: every test runs with a clean environment and no network beyond loopback."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Tests never reach real AWS: a stray client would fail fast against these fake keys.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "citegate-test")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "citegate-test-secret")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

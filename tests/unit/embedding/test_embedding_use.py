@@ -1,0 +1,76 @@
+"""USE multilingual v3 through the adapter: shapes, normalisation, and that meaning is captured."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from citegate.embedding import UniversalSentenceEncoder
+from citegate.embedding.base import Matrix
+
+
+@pytest.fixture(scope="module")
+def use() -> UniversalSentenceEncoder:
+    embedder = UniversalSentenceEncoder(threads=2)
+    embedder.load()  # ~1.5 s, once for the module
+    return embedder
+
+
+def _cos(a: Matrix, b: Matrix) -> float:
+    return float(np.dot(a, b))
+
+
+def test_documents_are_normalised_float32_rows(use: UniversalSentenceEncoder) -> None:
+    texts = ["The cat sat on the mat.", "猫坐在垫子上。", "", "   "]
+    rows = use.embed_documents(texts)
+    assert rows.shape == (4, 512)
+    assert rows.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+    assert np.isfinite(rows).all()
+    # Blank text is embedded as a single space: all blanks get the same vector.
+    np.testing.assert_allclose(rows[2], rows[3], atol=1e-6)
+
+
+def test_query_shape_and_agreement_with_documents(use: UniversalSentenceEncoder) -> None:
+    q = use.embed_query("where is the cat?")
+    assert q.shape == (512,)
+    assert q.dtype == np.float32
+    np.testing.assert_allclose(q, use.embed_documents(["where is the cat?"])[0], atol=1e-6)
+
+
+def test_empty_input(use: UniversalSentenceEncoder) -> None:
+    assert use.embed_documents([]).shape == (0, 512)
+
+
+def test_batching_does_not_change_results(use: UniversalSentenceEncoder) -> None:
+    texts = [f"Sentence number {i} about topic {i % 3}." for i in range(7)]
+    small = UniversalSentenceEncoder(threads=2, batch_size=3)  # shares the loaded weights
+    np.testing.assert_allclose(small.embed_documents(texts), use.embed_documents(texts), atol=1e-5)
+
+
+def test_english_similarity(use: UniversalSentenceEncoder) -> None:
+    a, b, c = use.embed_documents(
+        [
+            "The cat is sleeping on the sofa.",
+            "A kitten naps on the couch.",
+            "The central bank raised interest rates last quarter.",
+        ]
+    )
+    assert _cos(a, b) > _cos(a, c) + 0.2
+
+
+def test_chinese_similarity(use: UniversalSentenceEncoder) -> None:
+    a, b, c = use.embed_documents(["猫在沙发上睡觉。", "一只小猫在沙发上打盹。", "央行上季度大幅加息。"])
+    assert _cos(a, b) > _cos(a, c) + 0.2
+
+
+def test_cross_lingual_cat(use: UniversalSentenceEncoder) -> None:
+    en = use.embed_query("The cat is sleeping on the sofa.")
+    zh_same, zh_other = use.embed_documents(["猫在沙发上睡觉。", "股市今天大幅下跌。"])
+    assert _cos(en, zh_same) > _cos(en, zh_other) + 0.2
+
+
+def test_instances_share_the_loaded_model(use: UniversalSentenceEncoder) -> None:
+    other = UniversalSentenceEncoder(threads=2)
+    other.load()
+    assert other._model is use._model

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+
+from citegate.search import analysis
+from citegate.search.analysis import analyze, index_terms, query_terms, tokenize
+
+
+def test_english_is_lowercased_split_on_non_word_characters_and_keeps_numbers() -> None:
+    assert (
+        analyze("Hello, World! Version 3.14 of max_length (beta)...")
+        == "hello world version 3 14 of max_length beta"
+    )
+
+
+def test_punctuation_only_and_empty_text_give_nothing() -> None:
+    assert analyze("") == ""
+    assert analyze(" ...!? -- ,,, ") == ""
+    assert analyze("。，、！？") == ""
+    assert query_terms("?!") == []
+    assert query_terms("") == []
+
+
+def test_chinese_is_segmented_with_jieba() -> None:
+    tokens = analyze("长城是中国古代的军事防御工程").split()
+    assert {"长城", "中国", "古代", "军事", "防御", "工程"} <= set(tokens)
+    assert "长城是中国古代的军事防御工程" not in tokens
+
+
+def test_chinese_search_mode_emits_sub_words_of_long_words() -> None:
+    tokens = analyze("中华人民共和国成立于1949年").split()
+    assert {"中华人民共和国", "人民", "共和国", "1949"} <= set(tokens)
+
+
+def test_mixed_scripts_and_full_width_characters() -> None:
+    tokens = analyze("使用Python3编程，ＡＢＣ１２３ café").split()
+    assert "python3" in tokens
+    assert "abc123" in tokens  # NFKC folds full-width letters and digits
+    assert "café" in tokens
+    assert "编程" in tokens
+
+
+def test_ascii_fast_path_matches_the_regex() -> None:
+    rng = random.Random(7)
+    for _ in range(500):
+        text = "".join(rng.choice(string.printable) for _ in range(rng.randint(0, 60)))
+        assert tokenize(text) == analysis._WORD.findall(text.lower()), text
+
+
+def test_stemming_is_applied_to_index_and_query_alike() -> None:
+    assert index_terms("The runner RUNS quickly") == ["the", "runner", "run", "quick"]
+    assert query_terms("running") == ["run"]
+    assert set(query_terms("runs")) <= set(index_terms("she runs"))
+
+
+def test_query_terms_are_deduplicated_in_order() -> None:
+    assert query_terms("Runs running RUN ran runs") == ["run", "ran"]
+    assert query_terms("长城 长城 长城") == ["长城"]
+
+
+def test_stopwords_dropped_only_when_something_else_is_left() -> None:
+    assert query_terms("the runner of the year") == ["runner", "year"]
+    assert query_terms("the of") == ["the", "of"]
+    assert query_terms("长城的历史") == ["长城", "历史"]
+    # The index keeps every token.
+    assert "the" in index_terms("the runner")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Configuring the server: timeouts & retries",
+        "长城是中国古代的军事防御工程",
+        "Use `max_length=512` in v2.0",
+    ],
+)
+def test_every_query_term_of_a_text_is_an_index_term_of_it(text: str) -> None:
+    assert set(query_terms(text)) <= set(index_terms(text))
+
+
+def test_query_syntax_is_just_text() -> None:
+    assert query_terms('title:foo AND (kb_id:"other" OR *)') == ["titl", "foo", "kb_id", "other"]
+
+
+def test_very_long_tokens_are_dropped() -> None:
+    assert index_terms("a" * 200 + " short") == ["short"]
