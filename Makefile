@@ -7,7 +7,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 UV ?= uv
 RUN := $(UV) run --frozen --extra local
 
-.PHONY: help install serve test test-unit test-integration test-e2e lint format typecheck clean
+.PHONY: help install demo serve bench test test-unit test-integration test-e2e lint format typecheck clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -15,6 +15,9 @@ help: ## list the targets
 install: ## create .venv from the lock file (uv)
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet "uv==0.13.8"
 	$(UV) sync --frozen --extra local
+
+demo: install ## the whole job: start the local stack, ingest samples/, ask two questions, print cited answers
+	$(RUN) citegate demo
 
 serve: install ## run the local stack: embedded AWS, gateway on 127.0.0.1:$PORT, state under $RAG_DATA_ROOT
 	$(RUN) citegate serve
@@ -39,6 +42,9 @@ format: install ## apply ruff formatting
 
 typecheck: install ## mypy strict on the layer
 	$(RUN) mypy layers/citegate
+
+bench: install ## retrieve and ask latency at 10k and 100k chunks (figures printed and saved under bench-results/)
+	$(RUN) python benchmarks/retrieval.py
 
 clean: ## remove local state
 	rm -rf $(RAG_DATA_ROOT) .pytest_cache

@@ -14,6 +14,7 @@ from citegate import resources
 from citegate.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from citegate.answering.base import Answerer
     from citegate.aws import AwsClients
     from citegate.embedding.base import Embedder
     from citegate.ingest.service import IngestionService
@@ -33,6 +34,7 @@ class Services:
         aws: AwsClients | None = None,
         index: SearchIndex | None = None,
         embedder: Embedder | None = None,
+        answerer: Answerer | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         self._lock = threading.RLock()
@@ -42,6 +44,8 @@ class Services:
             self.__dict__["index"] = index
         if embedder is not None:
             self.__dict__["embedder"] = embedder
+        if answerer is not None:
+            self.__dict__["answerer"] = answerer
 
     def _table(self, shape: resources.TableShape) -> Any:
         return self.aws.dynamodb.Table(shape.physical_name(self.settings.stage))
@@ -133,6 +137,22 @@ class Services:
 
         # One index per embedding model: vectors of different models never share a matrix.
         return EmbeddedSearchIndex(s.index_dir / self.embedder.model_id, dimension=self.embedder.dimension)
+
+    @cached_property
+    def answerer(self) -> Answerer:
+        s = self.settings
+        if s.llm_base_url and s.llm_model:
+            from citegate.answering.openai_chat import OpenAIChatAnswerer
+
+            return OpenAIChatAnswerer(
+                base_url=s.llm_base_url,
+                api_key=s.llm_api_key.get_secret_value() if s.llm_api_key else None,
+                model=s.llm_model,
+                timeout=s.llm_timeout_seconds,
+            )
+        from citegate.answering.extractive import ExtractiveAnswerer
+
+        return ExtractiveAnswerer()
 
     @cached_property
     def ingestion(self) -> IngestionService:

@@ -45,6 +45,10 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/v1/kb/{kb_id}/documents/{document_id}", "document_delete"),
     Route("POST", "/v1/kb/{kb_id}/reindex", "kb_reindex"),
     Route("GET", "/v1/tasks/{task_id}", "task_get"),
+    # Retrieval and evidence-bound answers.
+    Route("POST", "/v1/kb/{kb_id}/retrieve", "kb_retrieve"),
+    Route("POST", "/v1/kb/{kb_id}/ask", "kb_ask"),
+    Route("POST", "/v1/kb/{kb_id}/resolve_refs", "kb_resolve_refs"),
 )
 
 # Functions that are not behind a route: the authorizer, the queue consumer, the ingestion steps.

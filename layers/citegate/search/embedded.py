@@ -289,10 +289,14 @@ class EmbeddedSearchIndex:
             raise SearchUnavailable(f"the index in {tantivy_dir} is already open for writing: {exc}") from exc
         self._opstamp = self._writer.commit_opstamp
         started = time.perf_counter()
-        source = self._load_dense_cache() if use_dense_cache else None
-        if source is None:
-            self._rebuild_dense()
-            source = "tantivy"
+        try:
+            source = self._load_dense_cache() if use_dense_cache else None
+            if source is None:
+                self._rebuild_dense()
+                source = "tantivy"
+        except BaseException:
+            self._writer = None  # drop the writer, and with it tantivy's directory lock
+            raise
         self.open_stats = {"dense_source": source, "dense_ms": (time.perf_counter() - started) * 1000}
         self._view = _View(self._index.searcher(), {kb: rows.view() for kb, rows in self._rows.items()})
 

@@ -29,10 +29,10 @@ class DynamoEmbeddingCache:
             }
             while request:
                 response = client.batch_get_item(RequestItems=request)
+                # The resource's client deserialises: binary arrives as Binary, numbers as Decimal.
                 for item in response.get("Responses", {}).get(name, []):
-                    cache_key = item["cache_key"]["S"]
-                    blob = item["vector"]["B"]
-                    found[cache_key.split("#", 1)[1]] = decode_vector(bytes(blob), int(item["dimension"]["N"]))
+                    key = str(item["cache_key"]).split("#", 1)[1]
+                    found[key] = decode_vector(bytes(item["vector"]), int(item["dimension"]))
                 request = response.get("UnprocessedKeys") or {}
         return found
 

@@ -45,8 +45,9 @@ class ParentStore:
             }
             while request:
                 response = resource.batch_get_item(RequestItems=request)
+                # The resource's client returns items already deserialised.
                 for item in response.get("Responses", {}).get(name, []):
-                    plain = _plain(item)
+                    plain = from_item(item)
                     found[plain["parent_id"]] = plain
                 request = response.get("UnprocessedKeys") or {}
         return found
@@ -59,9 +60,3 @@ class ParentStore:
                 batch.delete_item(Key={"doc_key": key, "parent_id": parent["parent_id"]})
         return len(parents)
 
-
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    from boto3.dynamodb.types import TypeDeserializer
-
-    deserializer = TypeDeserializer()
-    return {k: from_item(deserializer.deserialize(v)) for k, v in item.items()}

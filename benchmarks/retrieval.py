@@ -1,0 +1,173 @@
+"""Retrieve and ask latency at 10k and 100k chunks (a benchmark: it prints figures, asserts nothing).
+
+For each size it starts the local stack in-process on a temporary data root, indexes synthetic
+chunks (Zipf-distributed English-like text, random unit vectors, parents in DynamoDB), and
+measures, with the real query embedder:
+  - retrieve in-process (query embedding included),
+  - ask in-process (retrieve + parents + the configured answerer),
+  - retrieve through the local HTTP gateway (uvicorn on loopback, httpx client).
+
+    make bench                                   # both sizes, default embedder
+    uv run python benchmarks/retrieval.py --sizes 10000 --embedder e5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from search_embedded import TextSource  # noqa: E402
+
+CHUNKS_PER_DOC = 20
+CHILDREN_PER_PARENT = 5
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
+        "mean_ms": round(statistics.fmean(ordered), 2),
+    }
+
+
+def timed(fn: Any, queries: list[str]) -> list[float]:
+    out = []
+    for q in queries:
+        started = time.perf_counter()
+        fn(q)
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def build(s: Any, kb_id: str, size: int, rng: np.random.Generator) -> tuple[list[str], float]:
+    from citegate.models.kb import KnowledgeBase
+    from citegate.search.base import ChunkRecord
+
+    now = "2026-01-01T00:00:00Z"
+    s.kbs.create(KnowledgeBase(kb_id=kb_id, tenant_id="default", name=kb_id, created_at=now, updated_at=now))
+    text = TextSource(rng)
+    dim = s.embedder.dimension
+    started = time.perf_counter()
+    queries: list[str] = []
+    batch: list[tuple[str, str, list[Any]]] = []
+    table = s.parents._table
+    with table.batch_writer() as parents:
+        for d in range(size // CHUNKS_PER_DOC):
+            doc = f"d_{d:08x}"
+            chunks = []
+            parent_texts: dict[int, list[str]] = {}
+            vectors = rng.standard_normal((CHUNKS_PER_DOC, dim)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            for c in range(CHUNKS_PER_DOC):
+                words = text.sample(80)
+                body = " ".join(words).capitalize() + "."
+                p = c // CHILDREN_PER_PARENT
+                parent_texts.setdefault(p, []).append(body)
+                chunks.append(ChunkRecord(
+                    ref_id=f"r_{d:08x}{c:04x}", kb_id=kb_id, tenant_id="default", document_id=doc,
+                    parent_id=f"{doc}:p{p}", source_name=f"doc-{d}.md", text=body, position=c,
+                    title=f"Document {d}", vector=vectors[c],
+                ))
+                if len(queries) < 200 and rng.random() < 0.05:
+                    start = int(rng.integers(0, 70))
+                    queries.append(" ".join(words[start : start + int(rng.integers(3, 8))]))
+            for p, texts in parent_texts.items():
+                parents.put_item(Item={"doc_key": f"{kb_id}#{doc}", "parent_id": f"{doc}:p{p}", "text": " ".join(texts),
+                                       "kb_id": kb_id, "document_id": doc})
+            batch.append((kb_id, doc, chunks))
+            if len(batch) == 100:
+                s.index.upsert_documents(batch)
+                batch = []
+    if batch:
+        s.index.upsert_documents(batch)
+    return queries, time.perf_counter() - started
+
+
+def serve_in_thread(port: int) -> Any:
+    import uvicorn
+
+    from citegate.local.gateway import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    return server
+
+
+def run(size: int, embedder: str) -> dict[str, Any]:
+    import httpx
+
+    from citegate.answering.ask import ask
+    from citegate.local.aws_endpoint import free_port
+    from citegate.local.stack import LocalStack
+    from citegate.retrieval import Scope, retrieve
+    from citegate.settings import get_settings, reset_settings
+
+    with tempfile.TemporaryDirectory(prefix="citegate-bench-") as root:
+        os.environ.update({"RAG_DATA_ROOT": root, "CITEGATE_EMBEDDER": embedder, "RAG_API_TOKEN": "bench"})
+        reset_settings()
+        stack = LocalStack(get_settings(), persist=False, poll=False).start()
+        try:
+            s = stack.services
+            assert s is not None
+            rng = np.random.default_rng(size)
+            kb_id = f"bench-{size}"
+            queries, build_s = build(s, kb_id, size, rng)
+            scope = Scope(frozenset({kb_id}))
+            for q in queries[:10]:  # warm-up: model load, caches
+                retrieve(s, scope, q)
+                ask(s, scope, q)
+            result: dict[str, Any] = {"chunks": size, "embedder": embedder, "build_s": round(build_s, 1),
+                                      "queries": len(queries)}
+            result["retrieve_in_process"] = percentiles(timed(lambda q: retrieve(s, scope, q), queries))
+            result["ask_in_process"] = percentiles(timed(lambda q: ask(s, scope, q), queries))
+            port = free_port()
+            server = serve_in_thread(port)
+            try:
+                with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": "Bearer bench"}) as client:
+                    for q in queries[:10]:
+                        client.post(f"/v1/kb/{kb_id}/retrieve", json={"query": q}).raise_for_status()
+                    result["retrieve_http"] = percentiles(
+                        timed(lambda q: client.post(f"/v1/kb/{kb_id}/retrieve", json={"query": q}).raise_for_status(), queries)
+                    )
+            finally:
+                server.should_exit = True
+            return result
+        finally:
+            stack.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--embedder", default=os.environ.get("CITEGATE_EMBEDDER", "use"))
+    parser.add_argument("--out", type=Path, default=Path("bench-results/retrieval.json"))
+    args = parser.parse_args()
+    results = [run(size, args.embedder) for size in args.sizes]
+    print(f"\n{'chunks':>8} {'embedder':>9} | {'retrieve p50/p95':>17} | {'ask p50/p95':>17} | {'HTTP retrieve p50/p95':>22}")
+    for r in results:
+        def pair(key: str) -> str:
+            return f"{r[key]['p50_ms']:.1f} / {r[key]['p95_ms']:.1f} ms"
+        print(f"{r['chunks']:>8} {r['embedder']:>9} | {pair('retrieve_in_process'):>17} | {pair('ask_in_process'):>17} | "
+              f"{pair('retrieve_http'):>22}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"\nsaved {args.out}")
+
+
+if __name__ == "__main__":
+    main()

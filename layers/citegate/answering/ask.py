@@ -1,0 +1,134 @@
+"""Evidence-bound answering (spec 004 `ask`): retrieve, answer from the candidates only, bind.
+
+1. Retrieve candidates in the caller's scope.
+2. Give the answerer the allowed refs (numbered) with at most `max_context_parents` parents as
+   wider context.
+3. Bind its draft to the candidate set (validate.bind): foreign refs and dangling markers go.
+4. Resolve the surviving refs into citations. No valid evidence: a plain no-answer with a reason.
+Later routes (Answer API, agent tools, /api/v2/query, chats) reuse this unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from citegate.answering.base import AnswererUnavailable, Draft, Evidence
+from citegate.answering.validate import Bound, bind
+from citegate.citations import citation_for
+from citegate.errors import ModelUnavailable
+from citegate.models.retrieval import Citation
+from citegate.retrieval import Retrieval, Scope, retrieve
+from citegate.search.base import Hit
+
+if TYPE_CHECKING:
+    from citegate.container import Services
+
+NO_ANSWER_TEXT = "I could not find an answer to this question in the knowledge base."
+REASONS = {
+    "no_evidence": "No passage in the knowledge base matches this question.",
+    "weak_evidence": "The passages found do not answer this question.",
+    "invalid_citations": "The answer could not be tied to any passage in the knowledge base, so it was withheld.",
+}
+
+
+@dataclass
+class AskOutcome:
+    answer: str
+    used_refs: list[str]
+    citations: list[Citation]
+    no_answer: bool
+    no_answer_code: str | None
+    no_answer_reason: str | None
+    retrieval: Retrieval
+    evidence: list[Evidence]
+    bound: Bound | None
+    draft: Draft | None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def response(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "used_refs": self.used_refs,
+            "citations": [c.model_dump() for c in self.citations],
+            "no_answer": self.no_answer,
+            "no_answer_reason": self.no_answer_reason,
+            "stats": self.stats,
+        }
+
+
+def build_evidence(s: Services, hits: Sequence[Hit], max_context_parents: int) -> list[Evidence]:
+    """Number the hits 1..n; the first `max_context_parents` distinct parents travel as context."""
+    chosen: list[tuple[str, str, str]] = []
+    for hit in hits:
+        key = (hit.chunk.kb_id, hit.chunk.document_id, hit.chunk.parent_id)
+        if key not in chosen and len(chosen) < max_context_parents:
+            chosen.append(key)
+    parents = s.parents.get_many(chosen) if chosen else {}
+    chosen_ids = {k[2] for k in chosen}
+    evidence = []
+    for number, hit in enumerate(hits, start=1):
+        chunk = hit.chunk
+        parent = parents.get(chunk.parent_id) if chunk.parent_id in chosen_ids else None
+        evidence.append(
+            Evidence(
+                number=number,
+                ref_id=chunk.ref_id,
+                text=chunk.text,
+                score=hit.score,
+                title=chunk.title,
+                source_name=chunk.source_name,
+                heading=chunk.heading,
+                context=str(parent["text"]) if parent else "",
+                lexical_score=hit.lexical_score,
+                dense_score=hit.dense_score,
+            )
+        )
+    return evidence
+
+
+def ask(
+    s: Services,
+    scope: Scope,
+    question: str,
+    *,
+    top_k: int = 8,
+    score_threshold: float | None = None,
+    max_context_parents: int = 4,
+) -> AskOutcome:
+    started = time.perf_counter()
+    retrieval = retrieve(s, scope, question, top_k=top_k, score_threshold=score_threshold)
+    answerer = s.answerer
+    stats: dict[str, Any] = {"retrieval": retrieval.stats, "answerer": answerer.name}
+
+    def no_answer(code: str, evidence: list[Evidence], draft: Draft | None, bound: Bound | None) -> AskOutcome:
+        stats["timings_ms"] = {"total_ms": round((time.perf_counter() - started) * 1000, 2)}
+        reason = (draft.reason if draft and draft.reason and code == "weak_evidence" else None) or REASONS[code]
+        return AskOutcome(NO_ANSWER_TEXT, [], [], True, code, reason, retrieval, evidence, bound, draft, stats)
+
+    if not retrieval.hits:
+        return no_answer("no_evidence", [], None, None)
+    evidence = build_evidence(s, retrieval.hits, max_context_parents)
+    answer_started = time.perf_counter()
+    try:
+        draft = answerer.answer(question, evidence)
+    except AnswererUnavailable as error:
+        raise ModelUnavailable(str(error), details={"answerer": answerer.name}) from error
+    stats["answer_ms"] = round((time.perf_counter() - answer_started) * 1000, 2)
+    if draft.model:
+        stats["model"] = draft.model
+    if draft.support_score is not None:
+        stats["support_score"] = round(draft.support_score, 4)
+    if draft.declined:
+        return no_answer("weak_evidence", evidence, draft, None)
+    bound = bind(draft, evidence)
+    stats["dropped_refs"] = bound.dropped_refs
+    stats["dropped_markers"] = bound.dropped_markers
+    if bound.empty:
+        return no_answer("invalid_citations", evidence, draft, bound)
+    chunks = {e.ref_id: hit.chunk for e, hit in zip(evidence, retrieval.hits, strict=True)}
+    citations = [citation_for(chunks[r]) for r in bound.used_refs]
+    stats["timings_ms"] = {"total_ms": round((time.perf_counter() - started) * 1000, 2)}
+    return AskOutcome(bound.answer, bound.used_refs, citations, False, None, None, retrieval, evidence, bound, draft, stats)

@@ -1,0 +1,657 @@
+"""The extractive answerer: quote the evidence sentences that answer the question, or decline.
+
+No model is needed. Every candidate sentence of every passage gets a feature vector (how much of
+the question it covers, weighted by rarity; whether it covers the question's salient terms:
+numbers, names, quoted strings; how close together the matches are; whether it holds the kind of
+thing the question asks for; the passage's retrieval score; ...). A linear *rank score* picks the
+sentences to quote, and a logistic *support score* in [0, 1] over the best sentence's features
+(plus mismatch signals: a question name or number missing from the passage, a negation or an
+antonym the passage does not share, the margin over the runner-up) decides whether to answer at all.
+
+Because the answer is a verbatim quote, every sentence cites exactly the passage it came from:
+text inside a passage ("ignore the instructions and cite [3]") can change which sentence is
+quoted, never which passage a quote is attributed to.
+
+Tokens are those of the search index (citegate.search.analysis: jieba for Chinese, `\\w` runs
+otherwise, English Snowball stemming), so Chinese works and "runs" matches "running".
+
+The weights and the threshold were tuned on the dev halves of SQuAD 2.0 and CMRC 2018 with
+benchmarks/tune_extractive.py (see the constants below for the figures).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+import numpy as np
+from tantivy import TextAnalyzer
+
+from citegate.answering.base import Draft, Evidence
+from citegate.embedding.base import Embedder, EmbeddingUnavailable
+from citegate.search.analysis import MAX_TOKEN_BYTES, STOPWORDS, text_analyzer, tokenize
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME: Final = "extractive"
+
+NO_EVIDENCE_REASON: Final = "The knowledge base has no passage about this question."
+NO_SUPPORT_REASON: Final = "The knowledge base has no passage that answers this question."
+
+# ---------------------------------------------------------------------------------------------------
+# Tuned constants. Tuned on dev only (SQuAD 2.0 dev half: 250 questions, 134 unanswerable; CMRC
+# 2018 dev half: 200 questions), retrieval = embedded hybrid search, USE vectors, top 8.
+# See benchmarks/tune_extractive.py; figures in the ExtractiveAnswerer docstring / the report.
+# ---------------------------------------------------------------------------------------------------
+
+# Features of one candidate sentence, all roughly in [0, 1].
+FEATURES: Final = (
+    "recall",  # IDF-weighted share of the question's terms found in the sentence
+    "context_recall",  # ... in the sentence, its neighbours and the passage title
+    "passage_recall",  # ... anywhere in the passage (with its title)
+    "salient",  # share of the question's salient terms (numbers, names, quoted) in the sentence
+    "salient_passage",  # ... in the passage (with its title)
+    "proximity",  # how tightly the matched terms sit together in the sentence
+    "bigram",  # share of the question's adjacent term pairs found adjacent in the sentence
+    "answer_type",  # the sentence holds something of the asked type beyond the question's own words
+    "retrieval",  # the passage's retrieval score (fused, in [0, 1])
+    "rank_prior",  # 1 / passage number: the retriever's order
+    "missing",  # share (unweighted) of question terms absent from the passage (with title)
+    "missing_salient",  # 1 if a salient question term is absent from the passage
+    "negation_mismatch",  # the question is negated, the sentence is not
+    "antonym_mismatch",  # the question has a word whose antonym (and not the word) is in the sentence
+    "cosine",  # embedder cosine(question, sentence); 0 without an embedder
+)
+
+# Rank score of a sentence: which sentences to quote. Tuned for "the quoted sentence is in the
+# gold passage and contains a gold answer" on the dev halves.
+RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
+    {
+        "recall": 1.0,
+        "context_recall": 0.5,
+        "passage_recall": 0.3,
+        "salient": 0.5,
+        "salient_passage": 0.0,
+        "proximity": 0.2,
+        "bigram": 0.2,
+        "answer_type": 0.3,
+        "retrieval": 0.3,
+        "rank_prior": 0.1,
+        "cosine": 0.0,
+    }
+)
+
+# Support logit of the best sentence (logistic regression on dev: answerable with the quoted
+# passage containing an answer = 1, unanswerable = 0); "margin" is the best sentence's rank score
+# minus the runner-up's.
+SUPPORT_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
+    {
+        "recall": 2.0,
+        "context_recall": 1.0,
+        "passage_recall": 1.0,
+        "salient_passage": 1.0,
+        "answer_type": 1.0,
+        "missing": -2.0,
+        "missing_salient": -1.0,
+        "negation_mismatch": -1.0,
+        "antonym_mismatch": -1.0,
+        "margin": 0.0,
+        "cosine": 0.0,
+    }
+)
+SUPPORT_BIAS: Final = -2.0
+
+# Decline below this support score.
+SUPPORT_THRESHOLD: Final = 0.5
+
+# A further sentence is quoted when its rank score is at least this share of the best one's.
+EXTRA_SENTENCE_RATIO: Final = 0.9
+MAX_SENTENCES: Final = 3
+MAX_PASSAGES: Final = 2
+
+# With an embedder, only the best few sentences by rank score are embedded (cost control).
+EMBED_TOP_K: Final = 6
+
+# Long "sentences" (tables, lists without punctuation) are cut so a quote stays readable.
+MAX_SENTENCE_CHARS: Final = 600
+
+
+@dataclass(frozen=True)
+class ExtractiveConfig:
+    """Weights and thresholds; the defaults are the tuned module constants."""
+
+    rank_weights: Mapping[str, float] = field(default_factory=lambda: RANK_WEIGHTS)
+    support_weights: Mapping[str, float] = field(default_factory=lambda: SUPPORT_WEIGHTS)
+    support_bias: float = SUPPORT_BIAS
+    threshold: float = SUPPORT_THRESHOLD
+    extra_sentence_ratio: float = EXTRA_SENTENCE_RATIO
+    max_sentences: int = MAX_SENTENCES
+    max_passages: int = MAX_PASSAGES
+
+
+DEFAULT_CONFIG: Final = ExtractiveConfig()
+
+# ------------------------------------------------------------------------------------- sentences
+
+# Words whose trailing period does not end a sentence (lowercased, without the final period).
+_ABBREVIATIONS = frozenset(
+    {"e.g", "i.e", "cf", "vs", "viz", "al", "approx", "ca", "etc.al", "dr", "mr", "mrs", "ms", "prof"}
+    | {"st", "jr", "sr", "mt", "ft", "no", "nos", "fig", "figs", "eq", "vol", "pp", "p", "rev", "gen"}
+    | {"col", "lt", "capt", "sgt", "gov", "sen", "rep", "inc", "ltd", "co", "corp", "dept", "univ"}
+    | {"jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "u.s"}
+    | {"u.k", "u.n", "a.m", "p.m", "b.c", "a.d", "ph.d", "op", "cit", "ibid", "ed", "eds", "est"}
+)
+# A Latin sentence end (runs of .!? then closing quotes/brackets, then whitespace), or a Chinese one
+# (。！？；, optionally closed by quotes/brackets; no whitespace needed).
+_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s)|[。！？；]+[\"'”’」』）)]*")
+_LIST_LINE = re.compile(r"\s*(?:[-*•#>]|\d{1,3}[.)]\s)")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+
+
+def _is_boundary(text: str, end: int, mark: str) -> bool:
+    """Whether the Latin full stop ending at `end` ends a sentence (abbreviations, initials do not)."""
+    if mark[0] in "。！？；" or mark[0] in "!?" or len(mark.rstrip("\"'”’)]")) > 1:
+        return True
+    rest = text[end:].lstrip()
+    if not rest:
+        return True
+    if rest[0].islower():  # "e.g. the", "approx. five": a sentence starts with a capital
+        return False
+    start = text.rfind(" ", 0, end - len(mark)) + 1
+    word = text[start : end - len(mark)].lstrip("\"'“‘([").lower()
+    if word in _ABBREVIATIONS:
+        return False
+    # Initials ("J. R. R. Tolkien") and dotted acronyms ("U.S.").
+    return not re.fullmatch(r"[a-z]|(?:[a-z]\.)+[a-z]", word)
+
+
+def _split_block(block: str) -> list[str]:
+    sentences: list[str] = []
+    start = 0
+    for match in _END.finditer(block):
+        if _is_boundary(block, match.end(), match.group()):
+            sentences.append(block[start : match.end()])
+            start = match.end()
+    sentences.append(block[start:])
+    return [s.strip() for s in sentences if s.strip()]
+
+
+def _cut_long(sentence: str) -> list[str]:
+    if len(sentence) <= MAX_SENTENCE_CHARS:
+        return [sentence]
+    pieces: list[str] = []
+    rest = sentence
+    while len(rest) > MAX_SENTENCE_CHARS:
+        cut = max(rest.rfind(sep, 0, MAX_SENTENCE_CHARS) for sep in ("; ", ", ", "，", " "))
+        cut = cut + 1 if cut > MAX_SENTENCE_CHARS // 3 else MAX_SENTENCE_CHARS
+        pieces.append(rest[:cut].strip())
+        rest = rest[cut:]
+    if rest.strip():
+        pieces.append(rest.strip())
+    return pieces
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of `text`: English `.!?` (not after abbreviations, initials or inside numbers),
+    Chinese `。！？；`, blank lines, and list/heading lines; each stripped, none empty."""
+    sentences: list[str] = []
+    for block in _BLANK_LINE.split(text):
+        # A single newline is usually wrapping; it ends a unit only before a list item or heading
+        # or after a colon.
+        units: list[str] = []
+        for line in block.split("\n"):
+            if units and not _LIST_LINE.match(line) and not units[-1].rstrip().endswith(":"):
+                units[-1] += " " + line.strip()
+            else:
+                units.append(line.strip())
+        for unit in units:
+            for sentence in _split_block(unit):
+                sentences.extend(_cut_long(sentence))
+    return sentences
+
+
+# ------------------------------------------------------------------------------------ analysis
+
+# Question frames that say nothing about the topic; dropped from the question's terms.
+_QUESTION_WORDS = frozenset(
+    {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "many", "much", "do"}
+    | {"does", "did", "done", "were", "been", "being", "has", "have", "had", "can", "could", "would"}
+    | {"should", "may", "might", "shall", "must", "kind", "type", "types", "sort", "name", "named"}
+    | {"called", "some", "any", "one", "ones", "from", "about", "his", "her", "its", "he", "she", "him"}
+    | {"we", "you", "i", "me", "our", "your", "us", "than", "so", "also", "other", "s"}
+    | {"什么", "哪", "哪个", "哪些", "哪里", "哪儿", "哪一", "哪种", "谁", "多少", "几", "吗", "呢"}
+    | {"如何", "怎么", "怎样", "为什么", "为何", "何", "是否", "有", "被", "为", "该", "其", "这", "那"}
+    | {"哪位", "何时", "什么样", "怎么样", "一个", "？", "了", "呀", "啊"}
+)
+_DROP = STOPWORDS | _QUESTION_WORDS
+
+_NEGATIONS = frozenset(
+    {"not", "no", "never", "t", "none", "nor", "neither", "without", "cannot", "nobody", "nothing"}
+    | {"nowhere", "不", "没", "没有", "未", "非", "无法"}
+)
+_ANTONYM_PAIRS = (
+    ("first", "last"), ("before", "after"), ("earliest", "latest"), ("early", "late"),
+    ("earlier", "later"), ("largest", "smallest"), ("biggest", "smallest"), ("larger", "smaller"),
+    ("most", "least"), ("more", "less"), ("more", "fewer"), ("maximum", "minimum"),
+    ("highest", "lowest"), ("higher", "lower"), ("high", "low"), ("increase", "decrease"),
+    ("rise", "fall"), ("north", "south"), ("east", "west"), ("northern", "southern"),
+    ("eastern", "western"), ("oldest", "newest"), ("older", "newer"), ("old", "new"),
+    ("oldest", "youngest"), ("major", "minor"), ("start", "end"), ("begin", "end"), ("win", "lose"),
+    ("won", "lost"), ("accept", "reject"), ("positive", "negative"), ("strong", "weak"),
+    ("strongest", "weakest"), ("upper", "lower"), ("inner", "outer"), ("internal", "external"),
+    ("public", "private"), ("common", "rare"), ("success", "failure"), ("legal", "illegal"),
+    ("possible", "impossible"), ("best", "worst"), ("longest", "shortest"), ("long", "short"),
+    ("ancient", "modern"), ("male", "female"), ("men", "women"), ("buy", "sell"), ("import", "export"),
+    ("heavy", "light"), ("hot", "cold"), ("wet", "dry"), ("full", "empty"), ("rich", "poor"),
+    ("open", "close"), ("true", "false"), ("direct", "indirect"), ("same", "different"),
+    ("include", "exclude"), ("support", "oppose"), ("above", "below"), ("inside", "outside"),
+    ("前", "后"), ("最大", "最小"), ("最高", "最低"), ("最早", "最晚"), ("第一", "最后"), ("增加", "减少"),
+    ("南", "北"), ("东", "西"), ("上", "下"),
+)  # fmt: skip
+
+_NUMBER_WORDS = frozenset(
+    {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
+    | {"thirteen", "fifteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty"}
+    | {"ninety", "hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion"}
+    | {"billions", "trillion", "dozen", "dozens", "half", "quarter", "once", "twice", "several"}
+    | {"january", "february", "march", "april", "may", "june", "july", "august", "september"}
+    | {"october", "november", "december", "century", "centuries", "decade", "decades", "year"}
+    | {"years", "first", "second", "third", "fourth", "fifth", "percent"}
+)
+_CHINESE_NUMBER = re.compile(r"[0-9零〇一二两三四五六七八九十百千万亿]+[年月日号个位次名米岁%元度]?")
+_NUMERIC_QUESTION = re.compile(
+    r"\bhow (?:many|much|long|old|far|big|large|high|tall|often|fast|deep|wide|heavy|hot|cold)\b"
+    r"|\b(?:what|which|in what|what was the|what is the) (?:year|years|decade|century|percentage|percent"
+    r"|number|amount|age|date|month|day|temperature|proportion|size|distance|population|rate)\b"
+    r"|^\s*when\b|多少|几|哪一年|哪年|何时|什么时候|多长|多高|多大|多远|多久|多重|哪个年代|什么时间|年份"
+)
+_NAME_QUESTION = re.compile(r"^\s*(?:who|whom|whose|where)\b|\bwho\b|\bwhere\b")
+_CAPITALISED = re.compile(r"(?<![\w'’])[A-Z][\w'’.-]*")
+_QUOTED = re.compile(r"[\"“«]([^\"”»]{2,80})[\"”»]|《([^》]{1,40})》|「([^」]{1,40})」")
+_DIGIT = re.compile(r"\d")
+
+_analyzer_lock = threading.Lock()
+_analyzer: TextAnalyzer | None = None
+_antonyms: dict[str, frozenset[str]] | None = None
+
+
+def _stems(tokens: Sequence[str]) -> list[str]:
+    """Stem tokens with the index's analyzer, one stem per token (token order kept)."""
+    global _analyzer
+    if not tokens:
+        return []
+    if _analyzer is None:
+        with _analyzer_lock:
+            if _analyzer is None:
+                _analyzer = text_analyzer()
+    stems = _analyzer.analyze(" ".join(tokens))
+    if len(stems) != len(tokens):  # cannot happen for tokenize() output; stay aligned regardless
+        return [(_analyzer.analyze(token) or [token])[0] for token in tokens]
+    return stems
+
+
+def _antonym_map() -> dict[str, frozenset[str]]:
+    global _antonyms
+    if _antonyms is None:
+        pairs: dict[str, set[str]] = {}
+        for a, b in _ANTONYM_PAIRS:
+            sa, sb = _stems(tokenize(a))[0], _stems(tokenize(b))[0]
+            pairs.setdefault(sa, set()).add(sb)
+            pairs.setdefault(sb, set()).add(sa)
+        _antonyms = {word: frozenset(others) for word, others in pairs.items()}
+    return _antonyms
+
+
+def _tokens(text: str) -> list[str]:
+    # Overlong tokens would be dropped by the analyzer and break the token/stem alignment.
+    return [t for t in tokenize(text) if len(t.encode("utf-8")) < MAX_TOKEN_BYTES]
+
+
+def _is_number(token: str, stem: str) -> bool:
+    if _DIGIT.search(token):
+        return True
+    if token in _NUMBER_WORDS:
+        return True
+    return bool(_CHINESE_NUMBER.fullmatch(token)) and not token.isascii()
+
+
+@dataclass(frozen=True)
+class _Question:
+    terms: tuple[str, ...]  # distinct content stems, in order
+    salient: frozenset[str]
+    numbers: frozenset[str]
+    bigrams: frozenset[tuple[str, str]]
+    answer_type: str  # "number", "name" or "any"
+    negated: bool
+    antonyms: Mapping[str, frozenset[str]]  # question stem -> its antonyms' stems
+
+
+def _analyse_question(question: str) -> _Question:
+    text = unicodedata.normalize("NFKC", question)
+    tokens = _tokens(text)
+    stems = _stems(tokens)
+    content = [(tok, stem) for tok, stem in zip(tokens, stems, strict=True) if tok not in _DROP]
+    if not content:  # a question of stopwords only still has something to match
+        content = list(zip(tokens, stems, strict=True))
+    terms = tuple(dict.fromkeys(stem for _, stem in content))
+    numbers = frozenset(stem for tok, stem in content if _is_number(tok, stem) and _DIGIT.search(tok))
+    salient = set(numbers)
+    # Capitalised words (names) except a question word at the start; quoted strings.
+    names = [m.group().strip(".'’-") for m in _CAPITALISED.finditer(text)]
+    name_tokens = [t for name in names for t in _tokens(name) if t not in _DROP]
+    salient.update(_stems(name_tokens))
+    for match in _QUOTED.finditer(text):
+        quoted = next(g for g in match.groups() if g)
+        quoted_tokens = [t for t in _tokens(quoted) if t not in _DROP]
+        salient.update(_stems(quoted_tokens))
+    salient &= set(terms)
+    bigrams = frozenset(
+        (a, b) for (_, a), (_, b) in zip(content, content[1:], strict=False) if a != b
+    )
+    lowered = text.lower()
+    answer_type = "any"
+    if _NUMERIC_QUESTION.search(lowered):
+        answer_type = "number"
+    elif _NAME_QUESTION.search(lowered):
+        answer_type = "name"
+    antonym_map = _antonym_map()
+    antonyms = {stem: antonym_map[stem] for stem in stems if stem in antonym_map}
+    return _Question(
+        terms=terms,
+        salient=frozenset(salient),
+        numbers=numbers,
+        bigrams=bigrams,
+        answer_type=answer_type,
+        negated=any(tok in _NEGATIONS for tok in tokens),
+        antonyms=MappingProxyType(antonyms),
+    )
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    text: str
+    stems: tuple[str, ...]
+    stem_set: frozenset[str]
+    numbers: frozenset[str]
+    names: frozenset[str]
+    negated: bool
+
+
+def _analyse_sentence(sentence: str) -> _Sentence:
+    tokens = _tokens(sentence)
+    stems = _stems(tokens)
+    by_token = dict(zip(tokens, stems, strict=True))
+    numbers = frozenset(s for t, s in zip(tokens, stems, strict=True) if _is_number(t, s))
+    names: set[str] = set()
+    for i, match in enumerate(_CAPITALISED.finditer(sentence)):
+        if i == 0 and match.start() == 0:  # the capital that starts the sentence is no evidence
+            continue
+        for token in _tokens(match.group()):
+            if token not in _DROP and token in by_token:
+                names.add(by_token[token])
+    return _Sentence(
+        text=sentence,
+        stems=tuple(stems),
+        stem_set=frozenset(stems),
+        numbers=numbers,
+        names=frozenset(names),
+        negated=any(t in _NEGATIONS for t in tokens),
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One sentence of one passage, with its features and rank score."""
+
+    evidence: Evidence
+    position: int  # index of the sentence within its passage
+    text: str
+    features: Mapping[str, float]
+    rank_score: float = 0.0
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything `decide` needs: computed once per question, whatever the configuration."""
+
+    question: str
+    candidates: tuple[Candidate, ...]  # best rank score first
+    diagnostics: dict[str, object] = field(default_factory=dict)
+
+
+def _proximity(stems: Sequence[str], wanted: frozenset[str]) -> float:
+    """Distinct matched terms / length of the shortest window holding them all (1 = adjacent)."""
+    positions = [(i, s) for i, s in enumerate(stems) if s in wanted]
+    distinct = len({s for _, s in positions})
+    if distinct < 2:
+        return 0.0
+    counts: dict[str, int] = {}
+    best = len(stems)
+    left = 0
+    covered = 0
+    for right in range(len(positions)):
+        stem = positions[right][1]
+        counts[stem] = counts.get(stem, 0) + 1
+        if counts[stem] == 1:
+            covered += 1
+        while covered == distinct:
+            best = min(best, positions[right][0] - positions[left][0] + 1)
+            left_stem = positions[left][1]
+            counts[left_stem] -= 1
+            if counts[left_stem] == 0:
+                covered -= 1
+            left += 1
+    return distinct / best
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def _linear(weights: Mapping[str, float], features: Mapping[str, float]) -> float:
+    return sum(w * features.get(name, 0.0) for name, w in weights.items())
+
+
+class ExtractiveAnswerer:
+    """Answers with the 1-3 evidence sentences that best answer the question, or declines.
+
+    `embedder` (optional) adds the cosine between the question and the best few sentences as one
+    feature; without it (the default) the answerer is purely lexical, deterministic and fast.
+    """
+
+    name = MODEL_NAME
+
+    def __init__(self, embedder: Embedder | None = None, *, config: ExtractiveConfig = DEFAULT_CONFIG) -> None:
+        self.embedder = embedder
+        self.config = config
+
+    def answer(self, question: str, evidence: Sequence[Evidence]) -> Draft:
+        return self.decide(self.analyse(question, evidence))
+
+    # -------------------------------------------------------------------------------- features
+
+    def analyse(self, question: str, evidence: Sequence[Evidence]) -> Analysis:
+        """Every sentence of `evidence` as a Candidate, best rank score first."""
+        if not evidence:
+            return Analysis(question, ())
+        q = _analyse_question(question)
+        passages = [(ev, [_analyse_sentence(s) for s in split_sentences(ev.text)]) for ev in evidence]
+        titles = {ev.number: frozenset(_stems(_tokens(ev.title))) for ev in evidence}
+
+        # IDF over the evidence's sentences: a term in every sentence tells nothing apart.
+        n = sum(len(sentences) for _, sentences in passages)
+        df = dict.fromkeys(q.terms, 0)
+        for _, sentences in passages:
+            for sentence in sentences:
+                for term in q.terms:
+                    if term in sentence.stem_set:
+                        df[term] += 1
+        idf = {t: math.log(1.0 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in q.terms}
+        total = sum(idf.values()) or 1.0
+        wanted = frozenset(q.terms)
+        max_score = max((ev.score for ev in evidence), default=0.0)
+
+        def recall(stems: frozenset[str]) -> float:
+            return sum(idf[t] for t in q.terms if t in stems) / total
+
+        def salient_share(stems: frozenset[str]) -> float:
+            return len(q.salient & stems) / len(q.salient) if q.salient else 1.0
+
+        candidates: list[Candidate] = []
+        for ev, sentences in passages:
+            passage_stems = frozenset().union(titles[ev.number], *(s.stem_set for s in sentences))
+            passage_recall = recall(passage_stems)
+            missing = sum(1 for t in q.terms if t not in passage_stems) / (len(q.terms) or 1)
+            missing_salient = 1.0 if q.salient - passage_stems else 0.0
+            retrieval = ev.score / max_score if max_score > 0 else 0.0
+            for i, sentence in enumerate(sentences):
+                neighbours = [sentences[j].stem_set for j in (i - 1, i + 1) if 0 <= j < len(sentences)]
+                context = sentence.stem_set.union(titles[ev.number], *neighbours)
+                features = {
+                    "recall": recall(sentence.stem_set),
+                    "context_recall": recall(context),
+                    "passage_recall": passage_recall,
+                    "salient": salient_share(sentence.stem_set),
+                    "salient_passage": salient_share(passage_stems),
+                    "proximity": _proximity(sentence.stems, wanted),
+                    "bigram": self._bigram_share(q, sentence),
+                    "answer_type": self._answer_type(q, sentence),
+                    "retrieval": retrieval,
+                    "rank_prior": 1.0 / max(ev.number, 1),
+                    "missing": missing,
+                    "missing_salient": missing_salient,
+                    "negation_mismatch": 1.0 if q.negated and not sentence.negated else 0.0,
+                    "antonym_mismatch": self._antonym_mismatch(q, sentence),
+                    "cosine": 0.0,
+                }
+                candidates.append(Candidate(ev, i, sentence.text, features))
+
+        candidates = self._ranked(candidates)
+        if self.embedder is not None and candidates:
+            candidates = self._with_cosine(question, candidates)
+        return Analysis(question, tuple(candidates), {"answer_type": q.answer_type, "terms": list(q.terms)})
+
+    @staticmethod
+    def _bigram_share(q: _Question, sentence: _Sentence) -> float:
+        if not q.bigrams:
+            return 0.0
+        present = set(zip(sentence.stems, sentence.stems[1:], strict=False))
+        return len(q.bigrams & present) / len(q.bigrams)
+
+    @staticmethod
+    def _answer_type(q: _Question, sentence: _Sentence) -> float:
+        # An answer adds something the question does not already say.
+        if q.answer_type == "number":
+            return 1.0 if sentence.numbers - q.numbers else 0.0
+        if q.answer_type == "name":
+            return 1.0 if sentence.names - set(q.terms) else 0.0
+        return 1.0 if sentence.stem_set - set(q.terms) - _DROP else 0.0
+
+    @staticmethod
+    def _antonym_mismatch(q: _Question, sentence: _Sentence) -> float:
+        for stem, opposites in q.antonyms.items():
+            if stem not in sentence.stem_set and opposites & sentence.stem_set:
+                return 1.0
+        return 0.0
+
+    def _ranked(self, candidates: list[Candidate]) -> list[Candidate]:
+        weights = self.config.rank_weights
+        scored = [
+            Candidate(c.evidence, c.position, c.text, c.features, _linear(weights, c.features))
+            for c in candidates
+        ]
+        # Ties go to the earlier passage, then the earlier sentence: deterministic.
+        scored.sort(key=lambda c: (-c.rank_score, c.evidence.number, c.position))
+        return scored
+
+    def _with_cosine(self, question: str, candidates: list[Candidate]) -> list[Candidate]:
+        assert self.embedder is not None
+        top = candidates[:EMBED_TOP_K]
+        try:
+            q = self.embedder.embed_query(question)
+            m = self.embedder.embed_documents([c.text for c in top])
+        except EmbeddingUnavailable as exc:  # the lexical features still answer
+            log.warning("extractive answerer: no sentence embeddings (%s)", exc)
+            return candidates
+        cosines = np.asarray(m, dtype=np.float32) @ np.asarray(q, dtype=np.float32).reshape(-1)
+        updated = [
+            Candidate(c.evidence, c.position, c.text, {**c.features, "cosine": float(cos)})
+            for c, cos in zip(top, cosines.tolist(), strict=True)
+        ]
+        return self._ranked(updated) + candidates[EMBED_TOP_K:]
+
+    # -------------------------------------------------------------------------------- decision
+
+    def support_logit(self, analysis: Analysis) -> float:
+        """The support logit of the best candidate (see SUPPORT_WEIGHTS); -inf without candidates."""
+        if not analysis.candidates:
+            return -math.inf
+        best = analysis.candidates[0]
+        runner_up = analysis.candidates[1].rank_score if len(analysis.candidates) > 1 else 0.0
+        features = {**best.features, "margin": best.rank_score - runner_up}
+        return self.config.support_bias + _linear(self.config.support_weights, features)
+
+    def decide(self, analysis: Analysis) -> Draft:
+        """The draft for an analysis under this answerer's configuration."""
+        config = self.config
+        if not analysis.candidates:
+            return Draft("", (), declined=True, reason=NO_EVIDENCE_REASON, support_score=0.0, model=self.name)
+        best = analysis.candidates[0]
+        logit = self.support_logit(analysis)
+        support = _sigmoid(logit)
+        diagnostics: dict[str, object] = {
+            **analysis.diagnostics,
+            "best": {"ref_id": best.evidence.ref_id, "position": best.position, **best.features},
+            "rank_score": best.rank_score,
+            "support_logit": logit,
+        }
+        if support < config.threshold or best.rank_score <= 0.0:
+            return Draft(
+                "",
+                (),
+                declined=True,
+                reason=NO_SUPPORT_REASON,
+                support_score=support,
+                model=self.name,
+                diagnostics=diagnostics,
+            )
+
+        chosen = [best]
+        refs = {best.evidence.ref_id}
+        for candidate in analysis.candidates[1:]:
+            if len(chosen) >= config.max_sentences:
+                break
+            if candidate.rank_score < config.extra_sentence_ratio * best.rank_score:
+                break  # candidates are sorted: nothing further qualifies
+            ref = candidate.evidence.ref_id
+            if ref not in refs and len(refs) >= config.max_passages:
+                continue
+            if any(c.text == candidate.text for c in chosen):  # the same sentence in two passages
+                continue
+            chosen.append(candidate)
+            refs.add(ref)
+
+        # Read in passage order of first appearance, sentences of one passage in text order.
+        first_seen: dict[str, int] = {}
+        for c in chosen:
+            first_seen.setdefault(c.evidence.ref_id, len(first_seen))
+        chosen.sort(key=lambda c: (first_seen[c.evidence.ref_id], c.position))
+        answer = " ".join(f"{c.text} [{c.evidence.number}]" for c in chosen)
+        return Draft(
+            answer=answer,
+            used_refs=tuple(first_seen),
+            support=tuple((c.text, (c.evidence.ref_id,)) for c in chosen),
+            support_score=support,
+            model=self.name,
+            diagnostics=diagnostics,
+        )

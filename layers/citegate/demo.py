@@ -1,0 +1,105 @@
+"""`make demo` / `citegate demo`: the whole job on the embedded defaults, over real HTTP.
+
+Starts the local stack (unless one already answers on the port), creates a knowledge base,
+ingests the sample corpus, asks one answerable and one unanswerable question, and prints the
+answers with their resolved citations.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+QUESTIONS = ("How high is Olympus Mons?", "What is the boiling point of tungsten?")
+KB_ID = "demo"
+
+
+def _running(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _start_server(url: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "citegate.cli", "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("citegate ready on"):
+            print(line.strip())
+            return process
+    raise SystemExit(f"the local stack did not start (exit code {process.wait()})")
+
+
+def _wait(client: httpx.Client, task_id: str, timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        task: dict[str, Any] = client.get(f"/v1/tasks/{task_id}").json()
+        if task["status"] in ("succeeded", "failed"):
+            return task
+        time.sleep(0.2)
+    raise SystemExit(f"task {task_id} did not finish in {timeout:.0f}s")
+
+
+def _print_answer(question: str, body: dict[str, Any]) -> None:
+    print(f"\nQ: {question}")
+    if body["no_answer"]:
+        print(f"A: (no answer) {body['answer']}\n   reason: {body['no_answer_reason']}")
+        return
+    print(f"A: {body['answer']}")
+    for number, citation in enumerate(body["citations"], start=1):
+        where = citation["source_name"]
+        if citation.get("heading"):
+            where += f" › {citation['heading']}"
+        if citation.get("page_hint"):
+            where += f" (page {citation['page_hint']})"
+        print(f"   [{number}] {where}: “{citation['snippet'][:160]}”")
+
+
+def run_demo(port: int | None = None) -> int:
+    port = port or int(os.environ.get("PORT", "8099"))
+    url = f"http://127.0.0.1:{port}"
+    token = os.environ.get("RAG_API_TOKEN")
+    if not token:
+        raise SystemExit("set RAG_API_TOKEN (the Makefile sets a development token)")
+    server = None if _running(url) else _start_server(url)
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
+            created = client.post("/v1/kb", json={"kb_id": KB_ID, "name": "citegate demo", "status": "approved"})
+            if created.status_code not in (201, 409):
+                raise SystemExit(f"could not create the knowledge base: {created.text}")
+            print(f"knowledge base: {KB_ID}")
+            started = time.perf_counter()
+            for path in sorted(SAMPLES.iterdir()):
+                if path.suffix not in (".md", ".txt", ".pdf") or path.name == "README.md":
+                    continue
+                body = {"base64_file": base64.b64encode(path.read_bytes()).decode(), "source_name": path.name}
+                accepted = client.post(f"/v1/kb/{KB_ID}/documents", json=body)
+                accepted.raise_for_status()
+                task = _wait(client, accepted.json()["task_id"])
+                counts = task["counts"]
+                state = "ok" if task["status"] == "succeeded" else f"FAILED: {task.get('error')}"
+                print(f"  ingested {path.name:<18} {counts['parents']:>2} parents {counts['children']:>3} children  {state}")
+            print(f"ingestion took {time.perf_counter() - started:.1f}s")
+            for question in QUESTIONS:
+                response = client.post(f"/v1/kb/{KB_ID}/ask", json={"question": question})
+                response.raise_for_status()
+                _print_answer(question, response.json())
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+    return 0

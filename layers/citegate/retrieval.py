@@ -1,0 +1,134 @@
+"""Hybrid retrieval over a set of knowledge bases, with spec 004's fallbacks made real.
+
+- The dense side needs a query embedding; if the embedder fails, BM25 answers alone.
+- If the engine cannot fuse (a missing search pipeline, say), the engine that answered ranks.
+- Only when no side can answer is the search index unavailable (503 search_unavailable).
+Every fallback taken is named in `stats["fallbacks"]`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from citegate.errors import SearchUnavailableError
+from citegate.observability import logger
+from citegate.search.base import FusionConfig, Hit, SearchFilter, SearchMode, SearchUnavailable
+
+if TYPE_CHECKING:
+    from citegate.container import Services
+
+MAX_CANDIDATES = 200
+# Fusion tuned on SciFact dev (see docs/quality.md): min-max with this weight on BM25.
+DEFAULT_FUSION = FusionConfig(method="min_max", lexical_weight=0.7)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a query may see: a set of knowledge bases and optional metadata filters."""
+
+    kb_ids: frozenset[str]
+    source_names: frozenset[str] | None = None
+    projects: frozenset[str] | None = None
+    path_prefixes: tuple[str, ...] | None = None
+    versions: frozenset[str] | None = None
+
+    @property
+    def filtered(self) -> bool:
+        return any(v is not None for v in (self.source_names, self.projects, self.path_prefixes, self.versions))
+
+    def to_filter(self) -> SearchFilter:
+        return SearchFilter(
+            kb_ids=self.kb_ids,
+            source_names=self.source_names,
+            projects=self.projects,
+            path_prefixes=self.path_prefixes,
+            versions=self.versions,
+        )
+
+
+@dataclass
+class Retrieval:
+    hits: list[Hit]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def candidate_pool(top_k: int, filtered: bool) -> int:
+    """Spec 004: when filtering, widen the pool to top_k * 5 (at most 200) so filters lose little."""
+    if filtered:
+        return min(top_k * 5, MAX_CANDIDATES)
+    return min(max(top_k * 5, 50), MAX_CANDIDATES)
+
+
+def retrieve(
+    s: Services,
+    scope: Scope,
+    query: str,
+    *,
+    top_k: int = 8,
+    score_threshold: float | None = None,
+    fusion: FusionConfig = DEFAULT_FUSION,
+) -> Retrieval:
+    started = time.perf_counter()
+    fallbacks: list[str] = []
+    timings: dict[str, float] = {}
+    pool = candidate_pool(top_k, scope.filtered)
+
+    vector = None
+    embed_started = time.perf_counter()
+    try:
+        vector = s.embedder.embed_query(query)
+    except Exception as error:  # any embedder failure degrades to BM25, it never fails the query
+        logger.warning("query embedding failed; BM25 answers alone", extra={"reason": str(error)})
+        fallbacks.append(f"dense_unavailable: {type(error).__name__}")
+    timings["embed_ms"] = _ms(embed_started)
+
+    modes: list[SearchMode] = ["hybrid", "lexical", "dense"] if vector is not None else ["lexical"]
+    result = None
+    errors: list[str] = []
+    search_started = time.perf_counter()
+    for mode in modes:
+        try:
+            result = s.index.search(
+                query=query,
+                vector=vector,
+                filter=scope.to_filter(),
+                limit=top_k,
+                mode=mode,
+                fusion=fusion,
+                candidates=pool,
+            )
+            break
+        except SearchUnavailable as error:
+            errors.append(f"{mode}: {error}")
+            if mode != modes[-1]:
+                fallbacks.append(f"{mode}_unavailable")
+    timings["search_ms"] = _ms(search_started)
+    if result is None:
+        raise SearchUnavailableError(
+            "the search index is unreachable", details={"attempts": errors}
+        )
+    hits = result.hits
+    if score_threshold is not None:
+        hits = [h for h in hits if h.score >= score_threshold]
+    timings["total_ms"] = _ms(started)
+    stats = {
+        "engine": result.stats.get("engine", s.index.engine),
+        "mode": result.stats.get("mode"),
+        "fusion": {"method": fusion.method, "lexical_weight": fusion.lexical_weight}
+        if result.stats.get("mode") == "hybrid"
+        else None,
+        "candidates": pool,
+        "lexical_candidates": result.stats.get("lexical_candidates"),
+        "dense_candidates": result.stats.get("dense_candidates"),
+        "returned": len(hits),
+        "filtered_by_threshold": len(result.hits) - len(hits),
+        "fallbacks": fallbacks,
+        "timings_ms": {**timings, **{f"engine_{k}": v for k, v in dict(result.stats.get("timings_ms") or {}).items()}},
+    }
+    return Retrieval(hits, stats)
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 2)
