@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from search_embedded import TextSource  # noqa: E402
+from search_embedded import TextSource
 
 CHUNKS_PER_DOC = 20
 CHILDREN_PER_PARENT = 5
@@ -75,17 +75,33 @@ def build(s: Any, kb_id: str, size: int, rng: np.random.Generator) -> tuple[list
                 body = " ".join(words).capitalize() + "."
                 p = c // CHILDREN_PER_PARENT
                 parent_texts.setdefault(p, []).append(body)
-                chunks.append(ChunkRecord(
-                    ref_id=f"r_{d:08x}{c:04x}", kb_id=kb_id, tenant_id="default", document_id=doc,
-                    parent_id=f"{doc}:p{p}", source_name=f"doc-{d}.md", text=body, position=c,
-                    title=f"Document {d}", vector=vectors[c],
-                ))
+                chunks.append(
+                    ChunkRecord(
+                        ref_id=f"r_{d:08x}{c:04x}",
+                        kb_id=kb_id,
+                        tenant_id="default",
+                        document_id=doc,
+                        parent_id=f"{doc}:p{p}",
+                        source_name=f"doc-{d}.md",
+                        text=body,
+                        position=c,
+                        title=f"Document {d}",
+                        vector=vectors[c],
+                    )
+                )
                 if len(queries) < 200 and rng.random() < 0.05:
                     start = int(rng.integers(0, 70))
                     queries.append(" ".join(words[start : start + int(rng.integers(3, 8))]))
             for p, texts in parent_texts.items():
-                parents.put_item(Item={"doc_key": f"{kb_id}#{doc}", "parent_id": f"{doc}:p{p}", "text": " ".join(texts),
-                                       "kb_id": kb_id, "document_id": doc})
+                parents.put_item(
+                    Item={
+                        "doc_key": f"{kb_id}#{doc}",
+                        "parent_id": f"{doc}:p{p}",
+                        "text": " ".join(texts),
+                        "kb_id": kb_id,
+                        "document_id": doc,
+                    }
+                )
             batch.append((kb_id, doc, chunks))
             if len(batch) == 100:
                 s.index.upsert_documents(batch)
@@ -131,18 +147,29 @@ def run(size: int, embedder: str) -> dict[str, Any]:
             for q in queries[:10]:  # warm-up: model load, caches
                 retrieve(s, scope, q)
                 ask(s, scope, q)
-            result: dict[str, Any] = {"chunks": size, "embedder": embedder, "build_s": round(build_s, 1),
-                                      "queries": len(queries)}
+            result: dict[str, Any] = {
+                "chunks": size,
+                "embedder": embedder,
+                "build_s": round(build_s, 1),
+                "queries": len(queries),
+            }
             result["retrieve_in_process"] = percentiles(timed(lambda q: retrieve(s, scope, q), queries))
             result["ask_in_process"] = percentiles(timed(lambda q: ask(s, scope, q), queries))
             port = free_port()
             server = serve_in_thread(port)
             try:
-                with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": "Bearer bench"}) as client:
+                with httpx.Client(
+                    base_url=f"http://127.0.0.1:{port}", headers={"Authorization": "Bearer bench"}
+                ) as client:
                     for q in queries[:10]:
                         client.post(f"/v1/kb/{kb_id}/retrieve", json={"query": q}).raise_for_status()
                     result["retrieve_http"] = percentiles(
-                        timed(lambda q: client.post(f"/v1/kb/{kb_id}/retrieve", json={"query": q}).raise_for_status(), queries)
+                        timed(
+                            lambda q: client.post(
+                                f"/v1/kb/{kb_id}/retrieve", json={"query": q}
+                            ).raise_for_status(),
+                            queries,
+                        )
                     )
             finally:
                 server.should_exit = True
@@ -152,18 +179,19 @@ def run(size: int, embedder: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--embedder", default=os.environ.get("CITEGATE_EMBEDDER", "use"))
     parser.add_argument("--out", type=Path, default=Path("bench-results/retrieval.json"))
     args = parser.parse_args()
     results = [run(size, args.embedder) for size in args.sizes]
-    print(f"\n{'chunks':>8} {'embedder':>9} | {'retrieve p50/p95':>17} | {'ask p50/p95':>17} | {'HTTP retrieve p50/p95':>22}")
+    columns = ("retrieve_in_process", "ask_in_process", "retrieve_http")
+    print(f"\n{'chunks':>8} {'embedder':>9} | " + " | ".join(f"{c + ' p50/p95':>26}" for c in columns))
     for r in results:
-        def pair(key: str) -> str:
-            return f"{r[key]['p50_ms']:.1f} / {r[key]['p95_ms']:.1f} ms"
-        print(f"{r['chunks']:>8} {r['embedder']:>9} | {pair('retrieve_in_process'):>17} | {pair('ask_in_process'):>17} | "
-              f"{pair('retrieve_http'):>22}")
+        cells = [f"{r[c]['p50_ms']:.1f} / {r[c]['p95_ms']:.1f} ms" for c in columns]
+        print(f"{r['chunks']:>8} {r['embedder']:>9} | " + " | ".join(f"{cell:>26}" for cell in cells))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"\nsaved {args.out}")

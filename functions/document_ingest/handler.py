@@ -16,7 +16,11 @@ def ingest(kb_id: str):  # type: ignore[no-untyped-def]
     accepted = s.ingestion.submit(kb, parse_body(app, IngestRequest), caller)
     return json_response(
         202,
-        {"task_id": accepted.task.task_id, "document_id": accepted.document_id, "status": accepted.task.status},
+        {
+            "task_id": accepted.task.task_id,
+            "document_id": accepted.document_id,
+            "status": accepted.task.status,
+        },
         headers={"Location": f"/v1/tasks/{accepted.task.task_id}"},
     )
 

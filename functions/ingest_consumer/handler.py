@@ -19,4 +19,6 @@ def record_handler(record: SQSRecord) -> str:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -15,7 +15,9 @@ def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
     get_kb(s, kb_id, principal(app))
     request = parse_body(app, AskRequest)
-    scope = Scope(frozenset({kb_id}), source_names=frozenset(request.source_names) if request.source_names else None)
+    scope = Scope(
+        frozenset({kb_id}), source_names=frozenset(request.source_names) if request.source_names else None
+    )
     outcome = ask(
         s,
         scope,

@@ -12,7 +12,12 @@ def reindex(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
     kb = get_kb(s, kb_id, principal(app))
     task = s.ingestion.reindex(kb)
-    body = {"task_id": task.task_id, "kb_id": kb_id, "documents": len(task.children or []), "status": task.status}
+    body = {
+        "task_id": task.task_id,
+        "kb_id": kb_id,
+        "documents": len(task.children or []),
+        "status": task.status,
+    }
     return json_response(202, body, headers={"Location": f"/v1/tasks/{task.task_id}"})
 
 

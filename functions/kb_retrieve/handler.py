@@ -14,9 +14,13 @@ def retrieve_route(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
     get_kb(s, kb_id, principal(app))
     request = parse_body(app, RetrieveRequest)
-    scope = Scope(frozenset({kb_id}), source_names=frozenset(request.source_names) if request.source_names else None)
+    scope = Scope(
+        frozenset({kb_id}), source_names=frozenset(request.source_names) if request.source_names else None
+    )
     found = retrieve(s, scope, request.query, top_k=request.top_k, score_threshold=request.score_threshold)
-    results = [{"ref_id": h.chunk.ref_id, "chunk_text": h.chunk.text, "score": round(h.score, 6)} for h in found.hits]
+    results = [
+        {"ref_id": h.chunk.ref_id, "chunk_text": h.chunk.text, "score": round(h.score, 6)} for h in found.hits
+    ]
     return json_response(200, {"results": results, "stats": found.stats})
 
 

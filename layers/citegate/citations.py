@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from citegate.errors import SearchUnavailableError
 from citegate.models.retrieval import Citation, ResolveRefsResponse
 from citegate.search.base import ChunkRecord, SearchUnavailable
-from citegate.errors import SearchUnavailableError
 
 if TYPE_CHECKING:
     from citegate.container import Services

@@ -78,21 +78,29 @@ def run_demo(port: int | None = None) -> int:
     server = None if _running(url) else _start_server(url)
     try:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
-            created = client.post("/v1/kb", json={"kb_id": KB_ID, "name": "citegate demo", "status": "approved"})
+            created = client.post(
+                "/v1/kb", json={"kb_id": KB_ID, "name": "citegate demo", "status": "approved"}
+            )
             if created.status_code not in (201, 409):
                 raise SystemExit(f"could not create the knowledge base: {created.text}")
             print(f"knowledge base: {KB_ID}")
             started = time.perf_counter()
+            accepted: dict[str, str] = {}
             for path in sorted(SAMPLES.iterdir()):
                 if path.suffix not in (".md", ".txt", ".pdf") or path.name == "README.md":
                     continue
                 body = {"base64_file": base64.b64encode(path.read_bytes()).decode(), "source_name": path.name}
-                accepted = client.post(f"/v1/kb/{KB_ID}/documents", json=body)
-                accepted.raise_for_status()
-                task = _wait(client, accepted.json()["task_id"])
+                response = client.post(f"/v1/kb/{KB_ID}/documents", json=body)
+                response.raise_for_status()
+                accepted[path.name] = response.json()["task_id"]
+            for name, task_id in accepted.items():
+                task = _wait(client, task_id)
                 counts = task["counts"]
                 state = "ok" if task["status"] == "succeeded" else f"FAILED: {task.get('error')}"
-                print(f"  ingested {path.name:<18} {counts['parents']:>2} parents {counts['children']:>3} children  {state}")
+                print(
+                    f"  ingested {name:<18} {counts['parents']:>2} parents "
+                    f"{counts['children']:>3} children  {state}"
+                )
             print(f"ingestion took {time.perf_counter() - started:.1f}s")
             for question in QUESTIONS:
                 response = client.post(f"/v1/kb/{KB_ID}/ask", json={"question": question})

@@ -98,6 +98,8 @@ def error_code(error: CitegateError, family: Family = "v1") -> str:
     raise ValueError(f"no code table for family {family!r} yet")
 
 
-def error_body(code: str, message: str, request_id: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_body(
+    code: str, message: str, request_id: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The decided error shape, used by every route and by the gateway itself."""
     return {"error": code, "message": message, "requestId": request_id, "details": details or {}}

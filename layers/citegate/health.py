@@ -18,7 +18,11 @@ def health(s: Services) -> dict[str, Any]:
         started = time.perf_counter()
         try:
             detail = probe()
-            checks[name] = {"ok": True, "ms": round((time.perf_counter() - started) * 1000, 1), **(detail or {})}
+            checks[name] = {
+                "ok": True,
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+                **(detail or {}),
+            }
         except Exception as error:  # a health probe reports; it never raises
             checks[name] = {"ok": False, "error": f"{type(error).__name__}: {error}"}
 

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 def create_kb(s: Services, request: CreateKbRequest, caller: Principal) -> KnowledgeBase:
     tenant = request.tenant_id or caller.tenant_id
     if tenant != caller.tenant_id:
-        raise Forbidden("a knowledge base can only be created in the caller's own tenant", details={"field": "tenant_id"})
+        raise Forbidden(
+            "a knowledge base can only be created in the caller's own tenant", details={"field": "tenant_id"}
+        )
     now = utc_now()
 
     def record(kb_id: str) -> KnowledgeBase:

@@ -36,7 +36,9 @@ class Scope:
 
     @property
     def filtered(self) -> bool:
-        return any(v is not None for v in (self.source_names, self.projects, self.path_prefixes, self.versions))
+        return any(
+            v is not None for v in (self.source_names, self.projects, self.path_prefixes, self.versions)
+        )
 
     def to_filter(self) -> SearchFilter:
         return SearchFilter(
@@ -106,9 +108,7 @@ def retrieve(
                 fallbacks.append(f"{mode}_unavailable")
     timings["search_ms"] = _ms(search_started)
     if result is None:
-        raise SearchUnavailableError(
-            "the search index is unreachable", details={"attempts": errors}
-        )
+        raise SearchUnavailableError("the search index is unreachable", details={"attempts": errors})
     hits = result.hits
     if score_threshold is not None:
         hits = [h for h in hits if h.score >= score_threshold]
@@ -125,10 +125,18 @@ def retrieve(
         "returned": len(hits),
         "filtered_by_threshold": len(result.hits) - len(hits),
         "fallbacks": fallbacks,
-        "timings_ms": {**timings, **{f"engine_{k}": v for k, v in dict(result.stats.get("timings_ms") or {}).items()}},
+        "timings_ms": {
+            **timings,
+            **{f"engine_{k}": v for k, v in _timings(result.stats).items()},
+        },
     }
     return Retrieval(hits, stats)
 
 
 def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 2)
+
+
+def _timings(stats: dict[str, object]) -> dict[str, object]:
+    timings = stats.get("timings_ms")
+    return dict(timings) if isinstance(timings, dict) else {}

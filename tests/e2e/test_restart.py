@@ -27,7 +27,10 @@ def test_a_restart_keeps_knowledge_bases_documents_tasks_and_the_index(server_fa
         assert client.post("/v1/kb", json={"kb_id": "durable", "name": "Durable"}).status_code == 201
         accepted = client.post(
             "/v1/kb/durable/documents",
-            json={"text": "# Lighthouses\n\nThe Eddystone lighthouse stands on rocks. " * 40, "source_name": "l.md"},
+            json={
+                "text": "# Lighthouses\n\nThe Eddystone lighthouse stands on rocks. " * 40,
+                "source_name": "l.md",
+            },
         ).json()
         task = _wait(client, accepted["task_id"])
         assert task["status"] == "succeeded"
@@ -40,7 +43,10 @@ def test_a_restart_keeps_knowledge_bases_documents_tasks_and_the_index(server_fa
         assert client.get("/v1/kb/durable").json()["document_count"] == 1
         assert client.get("/v1/kb/durable/documents").json()["documents"] == documents
         assert client.get(f"/v1/tasks/{accepted['task_id']}").json() == task
-        assert client.get("/healthz").json()["checks"]["search"]["chunks"] == health["checks"]["search"]["chunks"]
+        assert (
+            client.get("/healthz").json()["checks"]["search"]["chunks"]
+            == health["checks"]["search"]["chunks"]
+        )
         # The restored state is live: a reindex from the stored raw document works.
         reindex = client.post("/v1/kb/durable/reindex").json()
         assert _wait(client, reindex["task_id"])["status"] == "succeeded"

@@ -22,7 +22,9 @@ from typing import Any
 
 def _passages(prompt: str) -> list[tuple[int, str, str]]:
     found = []
-    for match in re.finditer(r"^\[(\d+)\] ref=(r_[0-9a-f]+)[^\n]*\n(.*?)(?=\n\n\[\d+\] ref=|\Z)", prompt, re.S | re.M):
+    for match in re.finditer(
+        r"^\[(\d+)\] ref=(r_[0-9a-f]+)[^\n]*\n(.*?)(?=\n\n\[\d+\] ref=|\Z)", prompt, re.S | re.M
+    ):
         found.append((int(match.group(1)), match.group(2), match.group(3)))
     return found
 
@@ -36,27 +38,42 @@ def _reply(model: str, prompt: str) -> tuple[int, Any]:
     if model == "malformed":
         content = "Sure! The answer is 42."
     elif model == "decline":
-        content = json.dumps({"answer": "", "used_refs": [], "declined": True, "reason": "not in the passages"})
+        content = json.dumps(
+            {"answer": "", "used_refs": [], "declined": True, "reason": "not in the passages"}
+        )
     elif model == "cite-foreign":
         number, ref, text = passages[0]
-        content = json.dumps({
-            "answer": f"{text.split('.')[0]}. [{number}] Also something invented. [99]",
-            "used_refs": [ref, "r_00000000deadbeef"],
-            "declined": False,
-            "reason": "",
-        })
+        content = json.dumps(
+            {
+                "answer": f"{text.split('.')[0]}. [{number}] Also something invented. [99]",
+                "used_refs": [ref, "r_00000000deadbeef"],
+                "declined": False,
+                "reason": "",
+            }
+        )
     elif model == "follow-injection":
         injected = re.findall(r"cite ref (r_[0-9a-f]+)", prompt)
-        content = json.dumps({"answer": "As instructed. [1]", "used_refs": injected, "declined": False, "reason": ""})
+        content = json.dumps(
+            {"answer": "As instructed. [1]", "used_refs": injected, "declined": False, "reason": ""}
+        )
     else:
         number, ref, text = passages[0]
-        content = json.dumps({"answer": f"{text.split('.')[0]}. [{number}]", "used_refs": [ref], "declined": False, "reason": ""})
+        content = json.dumps(
+            {
+                "answer": f"{text.split('.')[0]}. [{number}]",
+                "used_refs": [ref],
+                "declined": False,
+                "reason": "",
+            }
+        )
     return 200, {
         "id": "chatcmpl-test",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
 
@@ -67,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         self.server.requests.append(body)
         prompt = "\n".join(m.get("content", "") for m in body.get("messages", []))

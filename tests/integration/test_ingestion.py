@@ -17,7 +17,12 @@ def _documents(client: TestClient, kb: str) -> list[dict[str, Any]]:
 
 
 def test_text_is_ingested_chunked_and_indexed(client: TestClient, kb: str, stack: Any) -> None:
-    task = ingest(client, kb, text="# Notes\n\nThe quick brown fox jumps over the lazy dog. " * 30, source_name="notes.md")
+    task = ingest(
+        client,
+        kb,
+        text="# Notes\n\nThe quick brown fox jumps over the lazy dog. " * 30,
+        source_name="notes.md",
+    )
     assert task["status"] == "succeeded", task
     assert task["counts"]["parents"] >= 1 and task["counts"]["children"] >= 3
     [document] = _documents(client, kb)
@@ -33,14 +38,18 @@ def test_every_sample_format_english_and_chinese(client: TestClient, kb: str, st
         body = {"base64_file": base64.b64encode(path.read_bytes()).decode(), "source_name": path.name}
         task = ingest(client, kb, **body)
         assert task["status"] == "succeeded", (path.name, task)
-    html = "<html><head><title>Kettles</title><script>alert(1)</script></head><body><h1>Kettles</h1>" + (
-        "<p>A kettle boils water quickly and switches itself off.</p>" * 20
-    ) + "</body></html>"
+    html = (
+        "<html><head><title>Kettles</title><script>alert(1)</script></head><body><h1>Kettles</h1>"
+        + ("<p>A kettle boils water quickly and switches itself off.</p>" * 20)
+        + "</body></html>"
+    )
     assert ingest(client, kb, text=html, source_name="kettles.html")["status"] == "succeeded"
     names = {d["source_name"] for d in _documents(client, kb)}
     assert {"solar-system.md", "tea-guide.txt", "长城.md", "lighthouses.pdf", "kettles.html"} <= names
     pdf_chunks = [
-        c for c in stack.services.index.get_chunks(_all_ref_ids(stack, kb)).values() if c.source_name == "lighthouses.pdf"
+        c
+        for c in stack.services.index.get_chunks(_all_ref_ids(stack, kb)).values()
+        if c.source_name == "lighthouses.pdf"
     ]
     assert {c.page for c in pdf_chunks} >= {1, 2, 3}, "PDF chunks keep their page numbers"
 
@@ -57,14 +66,18 @@ def _all_ref_ids(stack: Any, kb: str) -> list[str]:
 def test_presigned_upload_then_ingest_by_s3_key(client: TestClient, kb: str) -> None:
     upload = client.post(f"/v1/kb/{kb}/uploads", json={"source_name": "tea-guide.txt"}).json()
     assert upload["method"] == "PUT" and upload["s3_key"].startswith(f"uploads/{kb}/")
-    put = httpx.put(upload["url"], content=(SAMPLES / "tea-guide.txt").read_bytes(), headers=upload["headers"])
+    put = httpx.put(
+        upload["url"], content=(SAMPLES / "tea-guide.txt").read_bytes(), headers=upload["headers"]
+    )
     assert put.status_code == 200
     task = ingest(client, kb, s3_key=upload["s3_key"], source_name="tea-guide.txt")
     assert task["status"] == "succeeded"
 
 
 def test_an_s3_key_outside_the_knowledge_base_uploads_is_refused(client: TestClient, kb: str) -> None:
-    response = client.post(f"/v1/kb/{kb}/documents", json={"s3_key": "raw/other/secret", "source_name": "x.txt"})
+    response = client.post(
+        f"/v1/kb/{kb}/documents", json={"s3_key": "raw/other/secret", "source_name": "x.txt"}
+    )
     assert response.status_code == 400 and response.json()["details"]["field"] == "s3_key"
 
 
@@ -156,11 +169,15 @@ def test_over_the_size_limit_is_413(client: TestClient, kb: str, local_env: dict
     from citegate.settings import get_settings
 
     limit = get_settings().max_inline_document_bytes
-    response = client.post(f"/v1/kb/{kb}/documents", json={"text": "a" * (limit + 1), "source_name": "big.txt"})
+    response = client.post(
+        f"/v1/kb/{kb}/documents", json={"text": "a" * (limit + 1), "source_name": "big.txt"}
+    )
     assert response.status_code == 413 and response.json()["error"] == "payload_too_large"
 
 
-def test_a_corrupt_pdf_fails_its_task_with_a_reason_and_harms_nothing_else(client: TestClient, kb: str) -> None:
+def test_a_corrupt_pdf_fails_its_task_with_a_reason_and_harms_nothing_else(
+    client: TestClient, kb: str
+) -> None:
     good = client.post(f"/v1/kb/{kb}/documents", json={"text": "Fine text. " * 50, "source_name": "fine.txt"})
     corrupt = base64.b64encode(b"%PDF-1.7\n" + b"\x00garbage" * 200).decode()
     bad = client.post(f"/v1/kb/{kb}/documents", json={"base64_file": corrupt, "source_name": "broken.pdf"})

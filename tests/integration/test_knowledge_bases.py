@@ -47,7 +47,11 @@ def test_unknown_knowledge_base_is_404_everywhere(client: TestClient) -> None:
         ("POST", "/v1/kb/nope/documents"),
         ("POST", "/v1/kb/nope/reindex"),
     ]:
-        body = {"text": "x", "source_name": "a.txt"} if method == "POST" else ({"name": "n"} if method == "PATCH" else None)
+        body = (
+            {"text": "x", "source_name": "a.txt"}
+            if method == "POST"
+            else ({"name": "n"} if method == "PATCH" else None)
+        )
         response = client.request(method, path, json=body)
         assert response.status_code == 404, (method, path, response.text)
         assert response.json()["error"] == "kb_not_found"

@@ -28,7 +28,9 @@ def _history(stack: Any, task_id: str) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     token = None
     while True:
-        page = sfn.get_execution_history(executionArn=execution_arn, **({"nextToken": token} if token else {}))
+        page = sfn.get_execution_history(
+            executionArn=execution_arn, **({"nextToken": token} if token else {})
+        )
         events += page["events"]
         token = page.get("nextToken")
         if not token:
@@ -91,8 +93,21 @@ def test_a_redelivered_message_starts_no_second_execution(client: TestClient, kb
     task = wait_for_task(client, task_id)
     before = stack.services.index.count(kb_id=kb)
     body = json.dumps({"task_id": task_id})
-    event = {"Records": [{"messageId": "m1", "receiptHandle": "r1", "body": body, "attributes": {}, "messageAttributes": {},
-                          "md5OfBody": "", "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:1:q", "awsRegion": "us-east-1"}]}
+    event = {
+        "Records": [
+            {
+                "messageId": "m1",
+                "receiptHandle": "r1",
+                "body": body,
+                "attributes": {},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:1:q",
+                "awsRegion": "us-east-1",
+            }
+        ]
+    }
     assert invoke("ingest_consumer", event) == {"batchItemFailures": []}
     sfn = stack.services.aws.stepfunctions
     executions = sfn.list_executions(stateMachineArn=stack.services.state_machine_arn)["executions"]
@@ -123,6 +138,16 @@ def test_a_bad_message_is_reported_alone_in_the_batch(stack: Any) -> None:
         {"messageId": "bad", "receiptHandle": "r2", "body": "{not json"},
     ]
     for record in records:
-        record.update({"attributes": {}, "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                       "eventSourceARN": "arn:aws:sqs:us-east-1:1:q", "awsRegion": "us-east-1"})
-    assert invoke("ingest_consumer", {"Records": records}) == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
+        record.update(
+            {
+                "attributes": {},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:1:q",
+                "awsRegion": "us-east-1",
+            }
+        )
+    assert invoke("ingest_consumer", {"Records": records}) == {
+        "batchItemFailures": [{"itemIdentifier": "bad"}]
+    }

@@ -30,7 +30,8 @@ NO_ANSWER_TEXT = "I could not find an answer to this question in the knowledge b
 REASONS = {
     "no_evidence": "No passage in the knowledge base matches this question.",
     "weak_evidence": "The passages found do not answer this question.",
-    "invalid_citations": "The answer could not be tied to any passage in the knowledge base, so it was withheld.",
+    "invalid_citations": "The answer could not be tied to any passage in the knowledge base, "
+    "so it was withheld.",
 }
 
 
@@ -103,10 +104,16 @@ def ask(
     answerer = s.answerer
     stats: dict[str, Any] = {"retrieval": retrieval.stats, "answerer": answerer.name}
 
-    def no_answer(code: str, evidence: list[Evidence], draft: Draft | None, bound: Bound | None) -> AskOutcome:
+    def no_answer(
+        code: str, evidence: list[Evidence], draft: Draft | None, bound: Bound | None
+    ) -> AskOutcome:
         stats["timings_ms"] = {"total_ms": round((time.perf_counter() - started) * 1000, 2)}
-        reason = (draft.reason if draft and draft.reason and code == "weak_evidence" else None) or REASONS[code]
-        return AskOutcome(NO_ANSWER_TEXT, [], [], True, code, reason, retrieval, evidence, bound, draft, stats)
+        reason = (draft.reason if draft and draft.reason and code == "weak_evidence" else None) or REASONS[
+            code
+        ]
+        return AskOutcome(
+            NO_ANSWER_TEXT, [], [], True, code, reason, retrieval, evidence, bound, draft, stats
+        )
 
     if not retrieval.hits:
         return no_answer("no_evidence", [], None, None)
@@ -131,4 +138,6 @@ def ask(
     chunks = {e.ref_id: hit.chunk for e, hit in zip(evidence, retrieval.hits, strict=True)}
     citations = [citation_for(chunks[r]) for r in bound.used_refs]
     stats["timings_ms"] = {"total_ms": round((time.perf_counter() - started) * 1000, 2)}
-    return AskOutcome(bound.answer, bound.used_refs, citations, False, None, None, retrieval, evidence, bound, draft, stats)
+    return AskOutcome(
+        bound.answer, bound.used_refs, citations, False, None, None, retrieval, evidence, bound, draft, stats
+    )

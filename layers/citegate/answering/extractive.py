@@ -57,15 +57,20 @@ FEATURES: Final = (
     "context_recall",  # ... in the sentence, its neighbours and the passage title
     "passage_recall",  # ... anywhere in the passage (with its title)
     "salient",  # share of the question's salient terms (numbers, names, quoted) in the sentence
+    "salient_context",  # ... in the sentence, its neighbours and the passage title
     "salient_passage",  # ... in the passage (with its title)
+    "number_missing",  # 1 if a number of the question is not in the sentence or its neighbours
+    "name_missing",  # 1 if a capitalised name of the question is not in the sentence or its neighbours
     "proximity",  # how tightly the matched terms sit together in the sentence
     "bigram",  # share of the question's adjacent term pairs found adjacent in the sentence
     "answer_type",  # the sentence holds something of the asked type beyond the question's own words
-    "retrieval",  # the passage's retrieval score (fused, in [0, 1])
+    "retrieval",  # the passage's retrieval score relative to the best passage's
     "rank_prior",  # 1 / passage number: the retriever's order
     "missing",  # share (unweighted) of question terms absent from the passage (with title)
     "missing_salient",  # 1 if a salient question term is absent from the passage
+    "absent",  # share of question terms found in no passage at all
     "negation_mismatch",  # the question is negated, the sentence is not
+    "negation_reverse",  # the sentence is negated, the question is not
     "antonym_mismatch",  # the question has a word whose antonym (and not the word) is in the sentence
     "cosine",  # embedder cosine(question, sentence); 0 without an embedder
 )
@@ -75,15 +80,18 @@ FEATURES: Final = (
 RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
     {
         "recall": 1.0,
-        "context_recall": 0.5,
-        "passage_recall": 0.3,
-        "salient": 0.5,
-        "salient_passage": 0.0,
+        "context_recall": 1.0,
+        "passage_recall": 0.75,
+        "salient": 0.1,
+        "salient_context": 0.0,
+        "number_missing": 0.0,
+        "name_missing": 0.0,
         "proximity": 0.2,
         "bigram": 0.2,
-        "answer_type": 0.3,
-        "retrieval": 0.3,
+        "answer_type": 0.75,
+        "retrieval": 1.5,
         "rank_prior": 0.1,
+        "negation_reverse": 0.0,
         "cosine": 0.0,
     }
 )
@@ -93,20 +101,30 @@ RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
 # minus the runner-up's.
 SUPPORT_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
     {
-        "recall": 2.0,
-        "context_recall": 1.0,
-        "passage_recall": 1.0,
-        "salient_passage": 1.0,
-        "answer_type": 1.0,
-        "missing": -2.0,
-        "missing_salient": -1.0,
-        "negation_mismatch": -1.0,
-        "antonym_mismatch": -1.0,
+        "recall": 0.5,
+        "context_recall": 1.3,
+        "passage_recall": -0.5,
+        "salient": 0.0,
+        "salient_context": 0.0,
+        "salient_passage": 0.9,
+        "number_missing": 0.0,
+        "name_missing": 0.0,
+        "proximity": 0.0,
+        "bigram": 0.0,
+        "answer_type": 0.6,
+        "retrieval": 0.0,
+        "rank_prior": 0.0,
+        "missing": 0.9,
+        "missing_salient": -1.2,
+        "absent": 0.0,
+        "negation_mismatch": -2.0,
+        "negation_reverse": 0.0,
+        "antonym_mismatch": -1.1,
         "margin": 0.0,
         "cosine": 0.0,
     }
 )
-SUPPORT_BIAS: Final = -2.0
+SUPPORT_BIAS: Final = -2.25
 
 # Decline below this support score.
 SUPPORT_THRESHOLD: Final = 0.5
@@ -225,7 +243,8 @@ _QUESTION_WORDS = frozenset(
     | {"does", "did", "done", "were", "been", "being", "has", "have", "had", "can", "could", "would"}
     | {"should", "may", "might", "shall", "must", "kind", "type", "types", "sort", "name", "named"}
     | {"called", "some", "any", "one", "ones", "from", "about", "his", "her", "its", "he", "she", "him"}
-    | {"we", "you", "i", "me", "our", "your", "us", "than", "so", "also", "other", "s"}
+    | {"we", "you", "i", "me", "our", "your", "us", "than", "so", "also", "other", "s", "t", "didn"}
+    | {"doesn", "don", "isn", "aren", "wasn", "weren", "hasn", "haven", "hadn", "couldn", "wouldn"}
     | {"什么", "哪", "哪个", "哪些", "哪里", "哪儿", "哪一", "哪种", "谁", "多少", "几", "吗", "呢"}
     | {"如何", "怎么", "怎样", "为什么", "为何", "何", "是否", "有", "被", "为", "该", "其", "这", "那"}
     | {"哪位", "何时", "什么样", "怎么样", "一个", "？", "了", "呀", "啊"}
@@ -327,6 +346,7 @@ class _Question:
     terms: tuple[str, ...]  # distinct content stems, in order
     salient: frozenset[str]
     numbers: frozenset[str]
+    names: frozenset[str]
     bigrams: frozenset[tuple[str, str]]
     answer_type: str  # "number", "name" or "any"
     negated: bool
@@ -346,15 +366,14 @@ def _analyse_question(question: str) -> _Question:
     # Capitalised words (names) except a question word at the start; quoted strings.
     names = [m.group().strip(".'’-") for m in _CAPITALISED.finditer(text)]
     name_tokens = [t for name in names for t in _tokens(name) if t not in _DROP]
-    salient.update(_stems(name_tokens))
+    name_stems = frozenset(_stems(name_tokens)) & set(terms)
+    salient.update(name_stems)
     for match in _QUOTED.finditer(text):
         quoted = next(g for g in match.groups() if g)
         quoted_tokens = [t for t in _tokens(quoted) if t not in _DROP]
         salient.update(_stems(quoted_tokens))
     salient &= set(terms)
-    bigrams = frozenset(
-        (a, b) for (_, a), (_, b) in zip(content, content[1:], strict=False) if a != b
-    )
+    bigrams = frozenset((a, b) for (_, a), (_, b) in zip(content, content[1:], strict=False) if a != b)
     lowered = text.lower()
     answer_type = "any"
     if _NUMERIC_QUESTION.search(lowered):
@@ -367,6 +386,7 @@ def _analyse_question(question: str) -> _Question:
         terms=terms,
         salient=frozenset(salient),
         numbers=numbers,
+        names=name_stems,
         bigrams=bigrams,
         answer_type=answer_type,
         negated=any(tok in _NEGATIONS for tok in tokens),
@@ -471,7 +491,9 @@ class ExtractiveAnswerer:
 
     name = MODEL_NAME
 
-    def __init__(self, embedder: Embedder | None = None, *, config: ExtractiveConfig = DEFAULT_CONFIG) -> None:
+    def __init__(
+        self, embedder: Embedder | None = None, *, config: ExtractiveConfig = DEFAULT_CONFIG
+    ) -> None:
         self.embedder = embedder
         self.config = config
 
@@ -500,6 +522,7 @@ class ExtractiveAnswerer:
         total = sum(idf.values()) or 1.0
         wanted = frozenset(q.terms)
         max_score = max((ev.score for ev in evidence), default=0.0)
+        all_titles = frozenset().union(*titles.values())
 
         def recall(stems: frozenset[str]) -> float:
             return sum(idf[t] for t in q.terms if t in stems) / total
@@ -513,6 +536,7 @@ class ExtractiveAnswerer:
             passage_recall = recall(passage_stems)
             missing = sum(1 for t in q.terms if t not in passage_stems) / (len(q.terms) or 1)
             missing_salient = 1.0 if q.salient - passage_stems else 0.0
+            absent = sum(1 for t in q.terms if df[t] == 0 and t not in all_titles) / (len(q.terms) or 1)
             retrieval = ev.score / max_score if max_score > 0 else 0.0
             for i, sentence in enumerate(sentences):
                 neighbours = [sentences[j].stem_set for j in (i - 1, i + 1) if 0 <= j < len(sentences)]
@@ -522,7 +546,10 @@ class ExtractiveAnswerer:
                     "context_recall": recall(context),
                     "passage_recall": passage_recall,
                     "salient": salient_share(sentence.stem_set),
+                    "salient_context": salient_share(context),
                     "salient_passage": salient_share(passage_stems),
+                    "number_missing": 1.0 if q.numbers - context else 0.0,
+                    "name_missing": 1.0 if q.names - context else 0.0,
                     "proximity": _proximity(sentence.stems, wanted),
                     "bigram": self._bigram_share(q, sentence),
                     "answer_type": self._answer_type(q, sentence),
@@ -530,7 +557,9 @@ class ExtractiveAnswerer:
                     "rank_prior": 1.0 / max(ev.number, 1),
                     "missing": missing,
                     "missing_salient": missing_salient,
+                    "absent": absent,
                     "negation_mismatch": 1.0 if q.negated and not sentence.negated else 0.0,
+                    "negation_reverse": 1.0 if sentence.negated and not q.negated else 0.0,
                     "antonym_mismatch": self._antonym_mismatch(q, sentence),
                     "cosine": 0.0,
                 }

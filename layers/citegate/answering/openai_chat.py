@@ -112,7 +112,9 @@ class OpenAIChatAnswerer:
 
     def answer(self, question: str, evidence: Sequence[Evidence]) -> Draft:
         if not evidence:
-            return Draft("", (), declined=True, reason="no passage was found for this question", model=self.model)
+            return Draft(
+                "", (), declined=True, reason="no passage was found for this question", model=self.model
+            )
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"Question: {question}\n\nPassages:\n\n{render_passages(evidence)}"},
@@ -127,7 +129,10 @@ class OpenAIChatAnswerer:
                 messages = [
                     *messages,
                     {"role": "assistant", "content": raw[:2000]},
-                    {"role": "user", "content": f"That was not valid: {problem}. Reply with the JSON object only."},
+                    {
+                        "role": "user",
+                        "content": f"That was not valid: {problem}. Reply with the JSON object only.",
+                    },
                 ]
                 continue
             return Draft(

@@ -33,4 +33,5 @@ def normalise_rows(matrix: npt.NDArray[np.floating]) -> Matrix:
         return m / n if n > 0 else m
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (m / norms).astype(np.float32, copy=False)
+    normalised: Matrix = (m / norms).astype(np.float32, copy=False)
+    return normalised

@@ -31,7 +31,7 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 JSON = "application/json"
 
 
-def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
     return Response(
         status_code=status,
         content_type=JSON,
@@ -44,7 +44,7 @@ def request_id(app: APIGatewayHttpResolver) -> str:
     return str(app.current_event.request_context.request_id or "")
 
 
-def _error_response(app: APIGatewayHttpResolver, family: Family, error: CitegateError) -> Response:
+def _error_response(app: APIGatewayHttpResolver, family: Family, error: CitegateError) -> Response[str]:
     code = error_code(error, family)
     return json_response(error.status, error_body(code, error.message, request_id(app), error.details))
 
@@ -52,23 +52,25 @@ def _error_response(app: APIGatewayHttpResolver, family: Family, error: Citegate
 def make_resolver(family: Family = "v1") -> APIGatewayHttpResolver:
     app = APIGatewayHttpResolver()
 
-    @app.exception_handler(CitegateError)
-    def _domain_error(error: CitegateError) -> Response:
+    @app.exception_handler(CitegateError)  # type: ignore[untyped-decorator]
+    def _domain_error(error: CitegateError) -> Response[str]:
         if error.status >= 500:
             logger.warning("request failed", extra={"code": error.kind, "reason": error.message})
         return _error_response(app, family, error)
 
-    @app.exception_handler(ValidationError)
-    def _validation_error(error: ValidationError) -> Response:
+    @app.exception_handler(ValidationError)  # type: ignore[untyped-decorator]
+    def _validation_error(error: ValidationError) -> Response[str]:
         return _error_response(app, family, invalid_request_from(error))
 
     @app.not_found
-    def _not_found(_: Exception) -> Response:
+    def _not_found(_: Exception) -> Response[str]:
         path = app.current_event.path
-        return _error_response(app, family, RouteNotFound(f"no route for {app.current_event.http_method} {path}"))
+        return _error_response(
+            app, family, RouteNotFound(f"no route for {app.current_event.http_method} {path}")
+        )
 
-    @app.exception_handler(Exception)
-    def _unexpected(error: Exception) -> Response:
+    @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
+    def _unexpected(error: Exception) -> Response[str]:
         logger.exception("unhandled error")
         internal = CitegateError("internal error; the request id identifies it in the logs")
         return _error_response(app, family, internal)

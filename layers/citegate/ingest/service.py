@@ -117,14 +117,21 @@ class IngestionService:
         self._enqueue(task)
         logger.info(
             "document accepted",
-            extra={"kb_id": kb.kb_id, "document_id": document_id, "task_id": task.task_id, "caller": caller.id},
+            extra={
+                "kb_id": kb.kb_id,
+                "document_id": document_id,
+                "task_id": task.task_id,
+                "caller": caller.id,
+            },
         )
         return Accepted(task, document_id)
 
     def create_upload(self, kb: KnowledgeBase, request: UploadRequest) -> dict[str, Any]:
         upload_id = ids.new_upload_id()
         key = f"{upload_prefix(kb.kb_id)}{upload_id}"
-        content_type = request.mime_type or mimetypes.guess_type(request.source_name)[0] or "application/octet-stream"
+        content_type = (
+            request.mime_type or mimetypes.guess_type(request.source_name)[0] or "application/octet-stream"
+        )
         expires = self._s.settings.upload_url_ttl_seconds
         return {
             "upload_id": upload_id,
@@ -138,7 +145,8 @@ class IngestionService:
         }
 
     def reindex(self, kb: KnowledgeBase) -> Task:
-        """One task per stored document, grouped under a knowledge-base task whose status derives from them."""
+        """One task per stored document, grouped under a knowledge-base task whose status derives
+        from theirs."""
         now = utc_now()
         children: list[Task] = []
         for document in self._s.documents.list(kb.kb_id):
@@ -152,7 +160,10 @@ class IngestionService:
             )
             self._s.tasks.create(child)
             self._s.documents.update_if_current(
-                kb.kb_id, document.document_id, document.task_id, {"task_id": child.task_id, "status": "queued"}
+                kb.kb_id,
+                document.document_id,
+                document.task_id,
+                {"task_id": child.task_id, "status": "queued"},
             )
             children.append(child)
         parent = Task(
@@ -222,7 +233,9 @@ class IngestionService:
         if request.text is not None:
             data = request.text.encode()
             self._check_size(len(data), inline_limit, "text")
-            return Source(data, request.source_name or "", request.mime_type or _text_mime(request.source_name))
+            return Source(
+                data, request.source_name or "", request.mime_type or _text_mime(request.source_name)
+            )
         if request.base64_file is not None:
             # Reject before decoding: base64 is 4/3 of the decoded size.
             self._check_size(len(request.base64_file) * 3 // 4, inline_limit, "base64_file")
@@ -246,14 +259,18 @@ class IngestionService:
             )
         size = self._s.blobs.size(key)
         if size is None:
-            raise InvalidRequest("nothing was uploaded at s3_key (or the upload expired)", details={"field": "s3_key"})
+            raise InvalidRequest(
+                "nothing was uploaded at s3_key (or the upload expired)", details={"field": "s3_key"}
+            )
         self._check_size(size, self._s.settings.max_document_bytes, "s3_key")
         return Source(self._s.blobs.get(key), request.source_name or "", request.mime_type, upload_key=key)
 
     def _read_local_file(self, request: IngestRequest) -> Source:
         settings = self._s.settings
         if not settings.local_runtime:
-            raise Forbidden("file_path ingestion is only available on the local runtime", details={"field": "file_path"})
+            raise Forbidden(
+                "file_path ingestion is only available on the local runtime", details={"field": "file_path"}
+            )
         root = settings.local_ingest_root
         if root is None:
             raise Forbidden(

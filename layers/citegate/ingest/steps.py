@@ -42,7 +42,9 @@ def _require_current(s: Services, event: StepEvent) -> Any:
     if record is None:
         raise PermanentStepError("the document was deleted while it was being ingested")
     if record.task_id != task_id:
-        raise PermanentStepError(f"superseded by a newer ingestion of the same source (task {record.task_id})")
+        raise PermanentStepError(
+            f"superseded by a newer ingestion of the same source (task {record.task_id})"
+        )
     return record
 
 
@@ -55,7 +57,9 @@ def parse(s: Services, event: StepEvent) -> StepEvent:
     s.documents.update_if_current(kb_id, document_id, task_id, {"status": "running"})
     data = s.blobs.get(record.raw_key)
     try:
-        parsed = parse_document(data, mime_type=record.mime_type, source_name=record.source_name, title=record.title or None)
+        parsed = parse_document(
+            data, mime_type=record.mime_type, source_name=record.source_name, title=record.title or None
+        )
     except ParseError as error:
         raise PermanentStepError(str(error)) from error
     key = work_prefix(task_id) + "parsed.json"
@@ -127,7 +131,13 @@ def embed(s: Services, event: StepEvent) -> StepEvent:
     s.blobs.put(key, buffer.getvalue())
     reused = getattr(embedder, "hits", 0) - before[0]
     embedded = getattr(embedder, "misses", 0) - before[1]
-    return {**event, "vectors_key": key, "model_id": embedder.model_id, "embedded": embedded, "reused": reused}
+    return {
+        **event,
+        "vectors_key": key,
+        "model_id": embedder.model_id,
+        "embedded": embedded,
+        "reused": reused,
+    }
 
 
 def index(s: Services, event: StepEvent) -> StepEvent:
@@ -168,8 +178,16 @@ def index(s: Services, event: StepEvent) -> StepEvent:
     s.parents.replace(
         kb_id,
         document_id,
-        [{**p, "kb_id": kb_id, "document_id": document_id, "source_name": record.source_name, "title": title}
-         for p in chunks["parents"]],
+        [
+            {
+                **p,
+                "kb_id": kb_id,
+                "document_id": document_id,
+                "source_name": record.source_name,
+                "title": title,
+            }
+            for p in chunks["parents"]
+        ],
     )
     s.index.upsert_document(kb_id, document_id, records)
     return {**event, "title": title}

@@ -32,7 +32,9 @@ def _dispatching_invoke(
     function = _function_routes.get(name)
     if function is None:
         response_headers["x-amz-function-error"] = "Unhandled"
-        return json.dumps({"errorType": "ResourceNotFound", "errorMessage": f"no local function {name}"}).encode()
+        return json.dumps(
+            {"errorType": "ResourceNotFound", "errorMessage": f"no local function {name}"}
+        ).encode()
     event = json.loads(body) if body else {}
     try:
         result = invoke(function, event)
@@ -61,7 +63,7 @@ def _install_lambda_dispatch() -> None:
 class _QuietHandler:
     @staticmethod
     def of(base: Any) -> Any:
-        class Quiet(base):  # type: ignore[misc, valid-type]
+        class Quiet(base):  # type: ignore[misc]
             def log_request(self, *args: Any, **kwargs: Any) -> None:  # one line per AWS call is noise
                 pass
 
@@ -91,20 +93,27 @@ class EmbeddedAws:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        from moto.core.models import default_user_config
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from moto.core import models as moto_models
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
 
         # moto's Step Functions interpreter calls Lambda back through this port.
         os.environ["MOTO_PORT"] = str(self.port)
+        user_config: Any = moto_models.default_user_config  # type: ignore[attr-defined]
         for service, options in MOTO_CONFIG.items():
-            default_user_config.setdefault(service, {}).update(options)
+            user_config.setdefault(service, {}).update(options)
         _install_lambda_dispatch()
         app: Any = DomainDispatcherApplication(create_backend_app)
         if self.journal:
             self.middleware = JournalingMiddleware(app, self.journal)
             app = self.middleware
         self._app = app
-        self._server = make_server("127.0.0.1", self.port, app, threaded=True, request_handler=_QuietHandler.of(MotoRequestHandler))
+        self._server = make_server(
+            "127.0.0.1", self.port, app, threaded=True, request_handler=_QuietHandler.of(MotoRequestHandler)
+        )
         self._thread = threading.Thread(target=self._server.serve_forever, name="embedded-aws", daemon=True)
         self._thread.start()
 

@@ -11,9 +11,15 @@ from urllib.parse import quote
 from citegate import resources
 from citegate.local.journal import Journal
 
+
 # moto routes by the credential scope; it does not check signatures.
-_DYNAMODB_AUTH = "AWS4-HMAC-SHA256 Credential=local/20200101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0"
-_S3_AUTH = "AWS4-HMAC-SHA256 Credential=local/20200101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0"
+def _auth(service: str) -> str:
+    scope = f"local/20200101/us-east-1/{service}/aws4_request"
+    return f"AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders=host, Signature=0"
+
+
+_DYNAMODB_AUTH = _auth("dynamodb")
+_S3_AUTH = _auth("s3")
 
 
 def _wire(value: Any) -> Any:
@@ -48,17 +54,40 @@ def compact(journal: Journal, session: Any, stage: str, bucket: str) -> int:
                         "x-amz-target": "DynamoDB_20120810.PutItem",
                         "authorization": _DYNAMODB_AUTH,
                     }
-                    out.write(_line({"service": "dynamodb", "method": "POST", "path": "/", "query": "",
-                                     "headers": headers, "body": base64.b64encode(body).decode()}))
+                    out.write(
+                        _line(
+                            {
+                                "service": "dynamodb",
+                                "method": "POST",
+                                "path": "/",
+                                "query": "",
+                                "headers": headers,
+                                "body": base64.b64encode(body).decode(),
+                            }
+                        )
+                    )
                     written += 1
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             for obj in page.get("Contents", []):
                 got = s3.get_object(Bucket=bucket, Key=obj["Key"])
                 digest = journal.store_blob(got["Body"].read())
                 kept_blobs.add(digest)
-                headers = {"content-type": got.get("ContentType", "application/octet-stream"), "authorization": _S3_AUTH}
-                out.write(_line({"service": "s3", "method": "PUT", "path": f"/{bucket}/{quote(obj['Key'])}",
-                                 "query": "", "headers": headers, "blob": digest}))
+                headers = {
+                    "content-type": got.get("ContentType", "application/octet-stream"),
+                    "authorization": _S3_AUTH,
+                }
+                out.write(
+                    _line(
+                        {
+                            "service": "s3",
+                            "method": "PUT",
+                            "path": f"/{bucket}/{quote(obj['Key'])}",
+                            "query": "",
+                            "headers": headers,
+                            "blob": digest,
+                        }
+                    )
+                )
                 written += 1
         out.flush()
         os.fsync(out.fileno())

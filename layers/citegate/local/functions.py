@@ -6,10 +6,11 @@ import importlib.util
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 Handler = Callable[[dict[str, Any], Any], Any]
 

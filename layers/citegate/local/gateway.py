@@ -27,6 +27,7 @@ from citegate.errors import error_body
 from citegate.local.functions import invoke
 
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024  # API Gateway's limit
+_ROUTE_ARN_PREFIX = "arn:aws:execute-api:local:000000000000:local/$default/"
 _TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded", "application/xml")
 
 
@@ -97,7 +98,7 @@ def authorize(event: dict[str, Any]) -> dict[str, Any]:
     authorizer_event = {
         "version": "2.0",
         "type": "REQUEST",
-        "routeArn": f"arn:aws:execute-api:local:000000000000:local/$default/{event['routeKey'].replace(' ', '')}",
+        "routeArn": _ROUTE_ARN_PREFIX + event["routeKey"].replace(" ", ""),
         "identitySource": [event["headers"].get("authorization", "")],
         "routeKey": event["routeKey"],
         "rawPath": event["rawPath"],
@@ -136,12 +137,19 @@ async def dispatch(request: Request) -> Response:
     matched = routes.match(request.method, request.url.path)
     if matched is None:
         if routes.path_exists(request.url.path):
-            return _error(405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}", request_id)
+            return _error(
+                405,
+                "method_not_allowed",
+                f"{request.method} is not allowed on {request.url.path}",
+                request_id,
+            )
         return _error(404, "not_found", f"no route for {request.method} {request.url.path}", request_id)
     route, path_params = matched
     body = await request.body()
     if len(body) > MAX_PAYLOAD_BYTES:
-        return _error(413, "payload_too_large", f"request bodies are limited to {MAX_PAYLOAD_BYTES} bytes", request_id)
+        return _error(
+            413, "payload_too_large", f"request bodies are limited to {MAX_PAYLOAD_BYTES} bytes", request_id
+        )
     event = build_event(request, body, route, path_params, request_id)
     try:
         if route.auth != "none":

@@ -110,7 +110,7 @@ class Journal:
 
     def body_of(self, record: dict[str, Any]) -> bytes:
         if "blob" in record:
-            return (self.blobs / record["blob"]).read_bytes()
+            return (self.blobs / str(record["blob"])).read_bytes()
         return base64.b64decode(record.get("body", ""))
 
 

@@ -39,9 +39,9 @@ class QueuePoller:
         self._batch_size = batch_size
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
+        self._queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
 
     def poll_once(self, wait_seconds: int = 1) -> int:
         messages = self._sqs.receive_message(

@@ -26,7 +26,9 @@ def create_tables(dynamodb: Any, stage: str) -> None:
         params: dict[str, Any] = {
             "TableName": name,
             "KeySchema": keys,
-            "AttributeDefinitions": [{"AttributeName": a, "AttributeType": "S"} for a in shape.key_attributes()],
+            "AttributeDefinitions": [
+                {"AttributeName": a, "AttributeType": "S"} for a in shape.key_attributes()
+            ],
             "BillingMode": "PAY_PER_REQUEST",
         }
         if shape.indexes:
@@ -42,7 +44,8 @@ def create_tables(dynamodb: Any, stage: str) -> None:
         dynamodb.create_table(**params)
         if shape.ttl_attribute:
             dynamodb.update_time_to_live(
-                TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": shape.ttl_attribute}
+                TableName=name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": shape.ttl_attribute},
             )
 
 
@@ -61,11 +64,15 @@ def create_queues(sqs: Any, stage: str) -> dict[str, str]:
         }
         if shape.dead_letter:
             dlq_url = urls[shape.dead_letter]
-            dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+                "QueueArn"
+            ]
             attributes["RedrivePolicy"] = json.dumps(
                 {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(shape.max_receive_count)}
             )
-        urls[shape.logical] = sqs.create_queue(QueueName=shape.physical_name(stage), Attributes=attributes)["QueueUrl"]
+        urls[shape.logical] = sqs.create_queue(QueueName=shape.physical_name(stage), Attributes=attributes)[
+            "QueueUrl"
+        ]
     return urls
 
 
@@ -82,9 +89,22 @@ def create_functions(lambda_client: Any, iam: Any, stage: str) -> dict[str, str]
     try:
         role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
     except iam.exceptions.NoSuchEntityException:
-        trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
-        role_arn = iam.create_role(RoleName=role_name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
-    existing = {f["FunctionName"]: f["FunctionArn"] for f in lambda_client.list_functions().get("Functions", [])}
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "lambda.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        role_arn = iam.create_role(RoleName=role_name, AssumeRolePolicyDocument=json.dumps(trust))["Role"][
+            "Arn"
+        ]
+    existing = {
+        f["FunctionName"]: f["FunctionArn"] for f in lambda_client.list_functions().get("Functions", [])
+    }
     arns: dict[str, str] = {}
     for function in [*resources.INGESTION_STEP_FUNCTIONS.values(), INGEST_CONSUMER_FUNCTION]:
         name = resources.function_name(stage, function)
@@ -110,7 +130,9 @@ def create_state_machine(sfn: Any, stage: str, function_arns: dict[str, str], ro
         if machine["name"] == name:
             sfn.update_state_machine(stateMachineArn=machine["stateMachineArn"], definition=definition)
             return str(machine["stateMachineArn"])
-    return str(sfn.create_state_machine(name=name, definition=definition, roleArn=role_arn)["stateMachineArn"])
+    return str(
+        sfn.create_state_machine(name=name, definition=definition, roleArn=role_arn)["stateMachineArn"]
+    )
 
 
 def provision(session: Any, stage: str, bucket: str) -> dict[str, Any]:

@@ -49,11 +49,16 @@ def serve(host: str = "127.0.0.1", port: int | None = None) -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     settings = get_settings()
     if settings.api_token is None:
-        print("RAG_API_TOKEN is not set: every /v1 route will answer 401. Export a token first.", file=sys.stderr)
+        print(
+            "RAG_API_TOKEN is not set: every /v1 route will answer 401. Export a token first.",
+            file=sys.stderr,
+        )
     started = time.perf_counter()
     stack = LocalStack(settings).start()
     port = port or settings.port
-    server = _server_class()(uvicorn.Config(create_app(), host=host, port=port, log_level="warning", access_log=False))
+    server = _server_class()(
+        uvicorn.Config(create_app(), host=host, port=port, log_level="warning", access_log=False)
+    )
     aws_url = stack.aws.endpoint_url if stack.aws else "-"
 
     def announce() -> None:

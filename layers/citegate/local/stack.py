@@ -80,7 +80,9 @@ class LocalStack:
         resumed = 0
         for task in s.tasks.unfinished():
             if task.kind == "ingest":
-                s.aws.sqs.send_message(QueueUrl=s.ingest_queue_url, MessageBody=json.dumps({"task_id": task.task_id}))
+                s.aws.sqs.send_message(
+                    QueueUrl=s.ingest_queue_url, MessageBody=json.dumps({"task_id": task.task_id})
+                )
                 resumed += 1
         return resumed
 

@@ -36,9 +36,8 @@ class IngestRequest(StrictModel):
     def exactly_one_source(self) -> IngestRequest:
         given = [name for name in SOURCE_FIELDS if getattr(self, name) is not None]
         if len(given) != 1:
-            raise ValueError(
-                f"give exactly one of {', '.join(SOURCE_FIELDS)} (got {len(given)}: {', '.join(given) or 'none'})"
-            )
+            got = ", ".join(given) or "none"
+            raise ValueError(f"give exactly one of {', '.join(SOURCE_FIELDS)} (got {len(given)}: {got})")
         if self.source_name is None and self.file_path is None:
             raise ValueError("source_name is required unless file_path names the source")
         return self

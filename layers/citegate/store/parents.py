@@ -40,7 +40,10 @@ class ParentStore:
         for start in range(0, len(unique), 100):
             request = {
                 name: {
-                    "Keys": [{"doc_key": doc_key(kb, doc), "parent_id": pid} for kb, doc, pid in unique[start : start + 100]]
+                    "Keys": [
+                        {"doc_key": doc_key(kb, doc), "parent_id": pid}
+                        for kb, doc, pid in unique[start : start + 100]
+                    ]
                 }
             }
             while request:
@@ -59,4 +62,3 @@ class ParentStore:
             for parent in parents:
                 batch.delete_item(Key={"doc_key": key, "parent_id": parent["parent_id"]})
         return len(parents)
-

@@ -589,7 +589,8 @@ def test_hybrid_search_uses_the_pipeline_and_maps_hits() -> None:
     ]
     assert result.stats["engine"] == "opensearch" and result.stats["mode"] == "hybrid"
     assert result.stats["pipeline"] == "cg-minmax-0.70" and result.stats["took_ms"] == 7
-    assert set(result.stats["timings_ms"]) == {"search"}  # type: ignore[arg-type]
+    timings = result.stats["timings_ms"]
+    assert isinstance(timings, dict) and set(timings) == {"search"}
 
     # the pipeline is put once per fusion config; rrf gets its own, candidates widen k
     index.search(query="q", vector=Q, filter=kb("A"), limit=3, fusion=FusionConfig("rrf"), candidates=20)
@@ -679,9 +680,14 @@ def test_client_side_fusion_matches_fusion_py() -> None:
     expected = fusion.min_max(
         [("A:d1:0", 8.0), ("A:d1:1", 2.0)], [("A:d1:1", 0.9), ("A:d1:2", 0.6), ("A:d1:0", 0.2)]
     )
-    got = [(h.chunk.ref_id, h.score, h.lexical_score, h.dense_score) for h in result.hits]
-    assert got == [(f.ref_id, pytest.approx(f.score), f.lexical, pytest.approx(f.dense)) for f in expected]
-    assert [r for r, *_ in got] == ["A:d1:0", "A:d1:1", "A:d1:2"]
+    assert (
+        [h.chunk.ref_id for h in result.hits]
+        == [f.ref_id for f in expected]
+        == ["A:d1:0", "A:d1:1", "A:d1:2"]
+    )
+    assert [h.score for h in result.hits] == pytest.approx([f.score for f in expected])
+    assert [h.lexical_score for h in result.hits] == [f.lexical for f in expected]
+    assert [h.dense_score for h in result.hits] == pytest.approx([f.dense for f in expected])
     assert result.stats["pipeline"] is None and result.stats["fusion"] == "client"
     assert result.stats["lexical_candidates"] == 2 and result.stats["dense_candidates"] == 3
 
@@ -708,13 +714,14 @@ def test_rrf_without_pipeline_support_fuses_client_side() -> None:
 )
 def test_unreachable_cluster_is_search_unavailable(error: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(opensearch, "BULK_BACKOFF_S", 0)
-    for call, name in (
+    calls: list[tuple[Callable[[OpenSearchIndex], object], str]] = [
         (lambda i: i.search(query="q", vector=Q, filter=kb("A"), limit=3), "search"),
         (lambda i: i.count("A"), "count"),
         (lambda i: i.get_chunks(["x"]), "mget"),
         (lambda i: i.delete_document("A", "d1"), "delete_by_query"),
         (lambda i: i.upsert_document("A", "d1", [chunk("x")]), "bulk"),
-    ):
+    ]
+    for call, name in calls:
         with pytest.raises(SearchUnavailable):
             call(make(FakeClient(errors={name: error})))
 
