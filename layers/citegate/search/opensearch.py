@@ -26,9 +26,12 @@ Mapping choices, and why:
 Scores: lexical is BM25; dense is turned back from OpenSearch's k-NN score (1 + ip for ip > 0,
 1 / (1 - ip) otherwise) into the cosine, as the embedded engine reports it; hybrid is whatever the
 pipeline computes (min_max fusion is shift-invariant, so it ranks like `fusion.min_max` whenever the
-dense candidates have positive cosines). With `fusion_pipelines=False` (or RRF on a cluster without
-the score-ranker-processor, e.g. Serverless) both sides are fetched with one `_msearch` and fused
-client-side with `citegate.search.fusion`, exactly like the embedded engine.
+dense candidates have positive cosines). Two differences remain with the pipelines: each hybrid
+sub-query keeps only `size` (= limit) hits per shard unless `pagination_depth=True` (2.19+) widens
+that to `candidates`, and older neural-search releases average a document over the sub-queries that
+returned it instead of counting a missing side as 0. With `fusion_pipelines=False` (or RRF on a
+cluster without the score-ranker-processor, e.g. Serverless) both sides are fetched with one
+`_msearch` and fused client-side with `citegate.search.fusion`, exactly like the embedded engine.
 
 Isolation: every query carries `terms kb_id` (built by `filter_clauses`, the only place filters are
 translated), and every hit is checked again with `SearchFilter.admits` before it is returned.
