@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import pickle
 import statistics
 import tempfile
@@ -41,7 +42,6 @@ from citegate.answering.extractive import (
     FEATURES,
     Analysis,
     ExtractiveAnswerer,
-    ExtractiveConfig,
 )
 from citegate.embedding import Embedder, build_embedder
 from citegate.search.base import ChunkRecord, SearchFilter, SearchMode
@@ -216,89 +216,103 @@ def metrics(
 
 # --------------------------------------------------------------------------------------- tuning
 
-
-@dataclass
-class Prepared:
-    """Feature matrices of one question's candidates, independent of the weights."""
-
-    query: Query
-    matrix: np.ndarray  # (candidates, features)
-    has_answer: np.ndarray  # the sentence contains an answer string
-    in_gold: np.ndarray  # the sentence's passage is a gold passage
-
-
 RANK_GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0)
 SUPPORT_FEATURES = (*FEATURES, "margin")
+# Candidate support models compared by 5-fold cross-validation on dev (feature sets x L2).
+SUPPORT_SETS: dict[str, tuple[str, ...]] = {
+    "mismatch": (
+        "context_recall",
+        "salient",
+        "salient_context",
+        "number_missing",
+        "name_missing",
+        "negation_mismatch",
+        "antonym_mismatch",
+        "missing_salient",
+        "answer_type",
+        "bigram",
+        "run",
+        "coverage",
+    ),
+    "all": tuple(f for f in SUPPORT_FEATURES if f != "cosine"),
+}
+L2_GRID = (0.3, 1.0, 3.0, 10.0)
+TARGET_ANSWERED = 0.90  # the bar: answerable questions answered with the gold passage cited
 
 
-def prepare(query: Query, analysis: Analysis) -> Prepared:
-    cands = analysis.candidates
-    matrix = np.array([[c.features[f] for f in FEATURES] for c in cands], dtype=np.float64).reshape(
-        -1, len(FEATURES)
-    )
-    has_answer = np.array([_contains(c.text, query.answers) for c in cands], dtype=bool)
-    in_gold = np.array([c.evidence.ref_id in query.gold for c in cands], dtype=bool)
-    return Prepared(query, matrix, has_answer, in_gold)
-
-
-def rank_objective(prepared: Sequence[Prepared], weights: np.ndarray) -> float:
-    """Share of answerable questions whose best sentence is in a gold passage and holds an answer."""
-    hits = 0
-    total = 0
-    for p in prepared:
-        if p.query.impossible or not len(p.matrix):
-            total += not p.query.impossible
+def rank_matrices(analyses: Sequence[tuple[Query, Analysis]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per answerable question: candidate features, and whether each sentence is in a gold passage
+    and holds an answer string."""
+    out = []
+    for q, a in analyses:
+        if q.impossible or not a.candidates:
             continue
-        total += 1
-        scores = p.matrix @ weights
-        best = int(np.argmax(scores))  # first maximum: the order of candidates breaks ties
-        hits += bool(p.has_answer[best] and p.in_gold[best])
-    return hits / max(total, 1)
+        m = np.array([[c.features[f] for f in FEATURES] for c in a.candidates], dtype=np.float64)
+        good = np.array([c.evidence.ref_id in q.gold and _contains(c.text, q.answers) for c in a.candidates])
+        out.append((m, good))
+    return out
 
 
-def fit_rank(prepared: Sequence[Prepared], start: Mapping[str, float]) -> dict[str, float]:
-    names = [f for f in FEATURES if f in start]
+def rank_objective(matrices: Sequence[tuple[np.ndarray, np.ndarray]], total: int, w: np.ndarray) -> float:
+    """Share of answerable questions whose best sentence is in a gold passage and holds an answer."""
+    return sum(bool(good[int(np.argmax(m @ w))]) for m, good in matrices) / max(total, 1)
+
+
+def fit_rank(analyses: Sequence[tuple[Query, Analysis]], start: Mapping[str, float]) -> dict[str, float]:
+    """Coordinate ascent over RANK_GRID, "recall" fixed at its start value as the scale."""
+    matrices = rank_matrices(analyses)
+    total = sum(1 for q, _ in analyses if not q.impossible)
     index = {f: i for i, f in enumerate(FEATURES)}
-    w = np.zeros(len(FEATURES))
-    for f in names:
-        w[index[f]] = start[f]
-    best = rank_objective(prepared, w)
+    w = np.array([start.get(f, 0.0) for f in FEATURES])
+    best = rank_objective(matrices, total, w)
+    print(f"rank objective on dev, start weights: {best:.4f}")
     for _ in range(3):
         improved = False
-        for f in names:
+        for f in start:
             if f == "recall":
-                continue  # the anchor: the scale of the others is relative to it
+                continue
             for value in RANK_GRID:
                 trial = w.copy()
                 trial[index[f]] = value
-                score = rank_objective(prepared, trial)
+                score = rank_objective(matrices, total, trial)
                 if score > best + 1e-9:
                     best, w, improved = score, trial, True
         if not improved:
             break
-    return {f: float(w[index[f]]) for f in names}
+    print(f"rank objective on dev, fitted weights: {best:.4f}")
+    return {f: float(w[index[f]]) for f in start}
 
 
-def support_rows(prepared: Sequence[Prepared], weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per question: support features of its best sentence, and label (answerable and best sentence
-    in a gold passage = 1; unanswerable = 0; answerable but the best sentence misses = dropped)."""
-    rows, labels = [], []
-    for p in prepared:
-        if not len(p.matrix):
+@dataclass
+class SupportRow:
+    """One dev question as the support model sees it (after ranking and sentence selection)."""
+
+    query: Query
+    english: bool
+    features: dict[str, float]
+    gold_cited: bool  # answered at threshold 0, would the gold passage be cited?
+
+
+def support_rows(
+    answerer: ExtractiveAnswerer, analyses: Sequence[tuple[Query, Analysis, bool]]
+) -> list[SupportRow]:
+    always = ExtractiveAnswerer(config=replace(answerer.config, threshold=0.0))
+    rows = []
+    for q, analysis, english in analyses:
+        if not analysis.candidates:
             continue
-        scores = p.matrix @ weights
-        order = np.argsort(-scores, kind="stable")
-        best = int(order[0])
-        margin = float(scores[best] - scores[order[1]]) if len(order) > 1 else float(scores[best])
-        if p.query.impossible:
-            label = 0.0
-        elif p.in_gold[best]:
-            label = 1.0
-        else:
-            continue
-        rows.append([*p.matrix[best].tolist(), margin])
-        labels.append(label)
-    return np.array(rows), np.array(labels)
+        best = analysis.candidates[0]
+        runner_up = analysis.candidates[1].rank_score if len(analysis.candidates) > 1 else 0.0
+        draft = always.decide(analysis)
+        rows.append(
+            SupportRow(
+                q,
+                english,
+                {**best.features, "margin": best.rank_score - runner_up},
+                not draft.declined and bool(q.gold & set(draft.used_refs)),
+            )
+        )
+    return rows
 
 
 def fit_logistic(
@@ -310,15 +324,139 @@ def fit_logistic(
     w = np.zeros(d + 1)
     reg = np.full(d + 1, l2)
     reg[-1] = 0.0  # no penalty on the bias
-    for _ in range(50):
+    for _ in range(100):
         p = 1.0 / (1.0 + np.exp(-(xb @ w)))
         grad = xb.T @ (sample_weight * (p - y)) + reg * w
         hess = (xb * (sample_weight * p * (1 - p))[:, None]).T @ xb + np.diag(reg + 1e-9)
         step = np.linalg.solve(hess, grad)
         w -= step
-        if float(np.abs(step).max()) < 1e-8:
+        if float(np.abs(step).max()) < 1e-9:
             break
     return w[:-1], float(w[-1])
+
+
+def fit_support(
+    rows: Sequence[SupportRow], names: Sequence[str], l2: float
+) -> tuple[dict[str, float], float]:
+    """Positives: answerable questions whose best sentence is in a gold passage; negatives: unanswerable
+    ones; classes weighted to balance, so the bias does not just learn the dev mix."""
+    train = [r for r in rows if r.query.impossible or r.gold_cited]
+    x = np.array([[r.features[f] for f in names] for r in train])
+    y = np.array([0.0 if r.query.impossible else 1.0 for r in train])
+    pos, neg = float(y.sum()), float(len(y) - y.sum())
+    weight = np.where(y > 0, len(y) / (2 * pos), len(y) / (2 * neg))
+    coef, bias = fit_logistic(x, y, l2, weight)
+    return {f: float(c) for f, c in zip(names, coef, strict=True)}, bias
+
+
+def logit(row: SupportRow, weights: Mapping[str, float], bias: float) -> float:
+    return bias + sum(w * row.features[f] for f, w in weights.items())
+
+
+def operating_point(rows: Sequence[SupportRow], scores: Sequence[float]) -> dict[str, float]:
+    """The highest support threshold keeping answered-with-gold >= TARGET_ANSWERED on both sets, and the
+    share of unanswerable questions it declines."""
+    answerable_en = sum(1 for r in rows if r.english and not r.query.impossible)
+    answerable_zh = sum(1 for r in rows if not r.english)
+    impossible = [s for r, s in zip(rows, scores, strict=True) if r.query.impossible]
+    best = {"threshold": -math.inf, "declined_unanswerable": 0.0}
+    for t in sorted(set(scores)):
+        en = sum(1 for r, s in zip(rows, scores, strict=True) if r.english and r.gold_cited and s >= t)
+        zh = sum(1 for r, s in zip(rows, scores, strict=True) if not r.english and r.gold_cited and s >= t)
+        if en / answerable_en < TARGET_ANSWERED or zh / answerable_zh < TARGET_ANSWERED:
+            break
+        best = {
+            "threshold": t,
+            "declined_unanswerable": sum(1 for s in impossible if s < t) / len(impossible),
+        }
+    return best
+
+
+def auc(rows: Sequence[SupportRow], scores: Sequence[float]) -> float:
+    """SQuAD answerable-with-gold vs unanswerable: the chance a positive outscores a negative."""
+    pos = [s for r, s in zip(rows, scores, strict=True) if r.english and r.gold_cited]
+    neg = [s for r, s in zip(rows, scores, strict=True) if r.query.impossible]
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def cross_validate(
+    rows: Sequence[SupportRow], names: Sequence[str], l2: float, folds: int = 5
+) -> dict[str, float]:
+    """Out-of-fold support logits (folds by sorted question id), then AUC and the operating point."""
+    order = sorted(range(len(rows)), key=lambda i: rows[i].query.id)
+    fold_of = {i: k % folds for k, i in enumerate(order)}
+    scores = [0.0] * len(rows)
+    for fold in range(folds):
+        train = [r for i, r in enumerate(rows) if fold_of[i] != fold]
+        weights, bias = fit_support(train, names, l2)
+        for i, r in enumerate(rows):
+            if fold_of[i] == fold:
+                scores[i] = logit(r, weights, bias)
+    return {"auc": auc(rows, scores), **operating_point(rows, scores)}
+
+
+def extra_sentence_grid(
+    answerer: ExtractiveAnswerer, analyses: Sequence[tuple[Query, Analysis, bool]]
+) -> None:
+    """How the number of quoted sentences / passages moves the ceiling (threshold 0) on dev."""
+    print(
+        "extra sentences (threshold 0, dev): ratio, max passages -> answered_gold en / zh,"
+        " quote_has_answer en, refs cited"
+    )
+    for ratio in (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0):
+        for max_passages in (1, 2, 3):
+            config = replace(
+                answerer.config, threshold=0.0, extra_sentence_ratio=ratio, max_passages=max_passages
+            )
+            trial = ExtractiveAnswerer(config=config)
+            stats = {True: [0, 0, 0, 0], False: [0, 0, 0, 0]}
+            for q, a, english in analyses:
+                if q.impossible:
+                    continue
+                d = trial.decide(a)
+                s = stats[english]
+                s[0] += 1
+                s[1] += bool(q.gold & set(d.used_refs))
+                s[2] += _contains(d.answer, q.answers)
+                s[3] += len(d.used_refs)
+            en, zh = stats[True], stats[False]
+            print(
+                f"  {ratio:.2f} {max_passages}  {en[1] / en[0]:.3f} / {zh[1] / zh[0]:.3f}"
+                f"   {en[2] / en[0]:.3f}   {(en[3] + zh[3]) / (en[0] + zh[0]):.2f}"
+            )
+
+
+def tune(answerer: ExtractiveAnswerer, dev: Sequence[tuple[Query, Analysis, bool]]) -> None:
+    """Print fitted constants (rank weights, support model, threshold) for the module, from dev only."""
+    rank = fit_rank([(q, a) for q, a, _ in dev], answerer.config.rank_weights)
+    print("RANK_WEIGHTS =", json.dumps(rank, indent=4))
+    ranked = ExtractiveAnswerer(config=replace(answerer.config, rank_weights=rank))
+    dev = [(q, ranked.rerank(a), english) for q, a, english in dev]
+    extra_sentence_grid(ranked, dev)
+    rows = support_rows(ranked, dev)
+    print(
+        "support models, 5-fold CV on dev (out-of-fold: AUC, and unanswerable declined at >= 90% answered):"
+    )
+    best: tuple[float, str, float] | None = None
+    for set_name, names in SUPPORT_SETS.items():
+        for l2 in L2_GRID:
+            cv = cross_validate(rows, names, l2)
+            print(
+                f"  {set_name:9s} l2={l2:<5} auc {cv['auc']:.3f}  declined {cv['declined_unanswerable']:.3f}"
+            )
+            if best is None or cv["declined_unanswerable"] + cv["auc"] > best[0]:
+                best = (cv["declined_unanswerable"] + cv["auc"], set_name, l2)
+    assert best is not None
+    _, set_name, l2 = best
+    weights, bias = fit_support(rows, SUPPORT_SETS[set_name], l2)
+    scores = [logit(r, weights, bias) for r in rows]
+    point = operating_point(rows, scores)
+    threshold = 1.0 / (1.0 + math.exp(-point["threshold"]))
+    print(f"chosen: {set_name}, l2={l2}; fitted on all dev: auc {auc(rows, scores):.3f}, {point}")
+    print("SUPPORT_WEIGHTS =", json.dumps({f: round(w, 3) for f, w in weights.items()}, indent=4))
+    print(f"SUPPORT_BIAS = {bias:.3f}")
+    print(f"SUPPORT_THRESHOLD = {threshold:.4f}  (the highest keeping >= 90% answered-with-gold on dev)")
 
 
 # ------------------------------------------------------------------------------------------ runs
@@ -336,17 +474,18 @@ def sweep(
     datasets: Mapping[str, Dataset],
     evidence: Mapping[str, Mapping[str, list[Evidence]]],
 ) -> list[dict[str, float]]:
+    """Dev figures for thresholds 0, 0.05, ..., 1 (the module's weights)."""
     rows = []
-    for threshold in [round(t, 3) for t in np.arange(0.0, 1.0001, 0.05)]:
+    for threshold in [round(float(t), 3) for t in np.arange(0.0, 1.0001, 0.05)]:
         trial = ExtractiveAnswerer(answerer.embedder, config=replace(answerer.config, threshold=threshold))
         row: dict[str, float] = {"threshold": threshold}
         for name, ds in datasets.items():
             m = metrics(ds.dev, run(trial, analyses, ds.dev), evidence[name])
             prefix = "squad" if name.startswith("squad") else "cmrc"
-            row[f"{prefix}_answered_gold"] = m["answered_gold"]
-            row[f"{prefix}_citation_precision"] = m["citation_precision"]
             if "declined_unanswerable" in m:
                 row[f"{prefix}_declined_unanswerable"] = m["declined_unanswerable"]
+            row[f"{prefix}_answered_gold"] = m["answered_gold"]
+            row[f"{prefix}_citation_precision"] = m["citation_precision"]
         rows.append(row)
     return rows
 
@@ -395,7 +534,6 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=None, help="reuse retrieved evidence from this pickle")
     parser.add_argument("--cosine", action="store_true", help="give the answerer the USE embedder too")
     parser.add_argument("--fit", action="store_true", help="fit rank and support weights on dev, print them")
-    parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--no-test", action="store_true", help="do not evaluate on test (while tuning)")
     args = parser.parse_args()
 
@@ -438,44 +576,10 @@ def main() -> None:
     }
 
     if args.fit:
-        dev_prepared = [prepare(q, analyses[q.id]) for ds in datasets.values() for q in ds.dev]
-        start = dict(DEFAULT_CONFIG.rank_weights)
-        w0 = np.array([start.get(f, 0.0) for f in FEATURES])
-        print(f"rank objective (dev, current weights): {rank_objective(dev_prepared, w0):.4f}")
-        rank = fit_rank(dev_prepared, start)
-        w = np.array([rank.get(f, 0.0) for f in FEATURES])
-        print(f"rank objective (dev, fitted weights):  {rank_objective(dev_prepared, w):.4f}")
-        print("RANK_WEIGHTS =", json.dumps(rank, indent=4))
-        x, y = support_rows(dev_prepared, w)
-        names = [f for f in SUPPORT_FEATURES if f in DEFAULT_CONFIG.support_weights]
-        cols = [SUPPORT_FEATURES.index(f) for f in names]
-        # Balance the classes so the bias does not just learn the dev mix.
-        pos = float(y.sum())
-        neg = float(len(y) - pos)
-        sample_weight = np.where(y > 0, len(y) / (2 * pos), len(y) / (2 * neg))
-        coef, bias = fit_logistic(x[:, cols], y, args.l2, sample_weight)
-        support = {f: round(float(c), 3) for f, c in zip(names, coef, strict=True)}
-        print(f"support fit on {len(y)} dev questions ({int(pos)} positive): bias {bias:.3f}")
-        print("SUPPORT_WEIGHTS =", json.dumps(support, indent=4))
-        fitted = ExtractiveConfig(rank_weights=rank, support_weights=support, support_bias=round(bias, 3))
-        fitted_answerer = ExtractiveAnswerer(answerer.embedder, config=fitted)
-        refit = {
-            qid: fitted_answerer.analyse(a.question, [c.evidence for c in a.candidates]) for qid, a in ()
-        }
-        del refit
-        # Re-rank the existing analyses under the fitted rank weights (features do not change).
-        reranked = {
-            q.id: Analysis(
-                analyses[q.id].question,
-                tuple(fitted_answerer._ranked(list(analyses[q.id].candidates))),
-                analyses[q.id].diagnostics,
-            )
-            for ds in datasets.values()
-            for q in ds.dev
-        }
-        print("dev threshold sweep with the fitted weights:")
-        for row in sweep(fitted_answerer, reranked, datasets, evidence):
-            print("  " + "  ".join(f"{k} {v:.3f}" for k, v in row.items()))
+        tune(
+            answerer,
+            [(q, analyses[q.id], name.startswith("squad")) for name, ds in datasets.items() for q in ds.dev],
+        )
 
     print("dev threshold sweep (module constants):")
     rows = sweep(answerer, analyses, datasets, evidence)

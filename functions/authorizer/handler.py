@@ -2,19 +2,20 @@
 
 It always lets the request through with either a principal or the reason credentials were
 refused, so that the handler answers 401 in the decided JSON error shape (API Gateway's own
-authorizer denial has a fixed body).
+authorizer denial has a fixed body) and the refusal is audited like every other call.
 """
 
 from typing import Any
 
+from citegate.container import services
 from citegate.identity.authenticate import authenticate
 from citegate.observability import logger
-from citegate.settings import get_settings
 
 
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    result = authenticate(event.get("headers") or {}, get_settings())
+    s = services()
+    result = authenticate(event.get("headers") or {}, s.settings, s.policies)
     if result.principal is None:
         return {"isAuthorized": True, "context": {"auth_error": result.error or "unauthorized"}}
     return {"isAuthorized": True, "context": result.principal.to_authorizer_context()}

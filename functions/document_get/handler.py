@@ -1,8 +1,7 @@
 """GET /v1/kb/{kb_id}/documents/{document_id}."""
 
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver, principal
-from citegate.knowledge_bases import get_kb
+from citegate.http.api import govern, http_handler, json_response, make_resolver
 
 app = make_resolver()
 
@@ -10,7 +9,7 @@ app = make_resolver()
 @app.get("/v1/kb/<kb_id>/documents/<document_id>")
 def get_document(kb_id: str, document_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    get_kb(s, kb_id, principal(app))
+    govern(app, "rag_list_documents", kb_id=kb_id)
     return json_response(200, s.documents.get(kb_id, document_id).model_dump())
 
 

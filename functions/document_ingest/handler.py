@@ -1,8 +1,7 @@
 """POST /v1/kb/{kb_id}/documents: accept a document for asynchronous ingestion (202 with a task)."""
 
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver, parse_body, principal
-from citegate.knowledge_bases import get_kb
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.models.documents import IngestRequest
 
 app = make_resolver()
@@ -11,9 +10,9 @@ app = make_resolver()
 @app.post("/v1/kb/<kb_id>/documents")
 def ingest(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    caller = principal(app)
-    kb = get_kb(s, kb_id, caller)
-    accepted = s.ingestion.submit(kb, parse_body(app, IngestRequest), caller)
+    call = govern(app, "rag_ingest", kb_id=kb_id, write="ingest")
+    assert call.kb is not None
+    accepted = s.ingestion.submit(call.kb, parse_body(app, IngestRequest), call.principal)
     return json_response(
         202,
         {

@@ -2,10 +2,9 @@
 
 from citegate.answering.ask import ask
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver, parse_body, principal
-from citegate.knowledge_bases import get_kb
+from citegate.governance import current_call
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.models.retrieval import AskRequest
-from citegate.retrieval import Scope
 
 app = make_resolver()
 
@@ -13,18 +12,21 @@ app = make_resolver()
 @app.post("/v1/kb/<kb_id>/ask")
 def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    get_kb(s, kb_id, principal(app))
+    call = govern(app, "rag_ask", kb_id=kb_id)
     request = parse_body(app, AskRequest)
-    scope = Scope(
-        frozenset({kb_id}), source_names=frozenset(request.source_names) if request.source_names else None
-    )
     outcome = ask(
         s,
-        scope,
+        call.search_scope(frozenset({kb_id}), request.source_names),
         request.question,
         top_k=request.top_k,
         score_threshold=request.score_threshold,
         max_context_parents=request.max_context_parents,
+    )
+    current_call().note(
+        query=request.question,
+        result_count=len(outcome.retrieval.hits),
+        retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
+        cited=outcome.used_refs,
     )
     return json_response(200, outcome.response())
 

@@ -1,8 +1,7 @@
 """POST /v1/kb/{kb_id}/reindex: rebuild a knowledge base's index from its stored raw documents."""
 
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver, principal
-from citegate.knowledge_bases import get_kb
+from citegate.http.api import govern, http_handler, json_response, make_resolver
 
 app = make_resolver()
 
@@ -10,8 +9,9 @@ app = make_resolver()
 @app.post("/v1/kb/<kb_id>/reindex")
 def reindex(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    kb = get_kb(s, kb_id, principal(app))
-    task = s.ingestion.reindex(kb)
+    call = govern(app, "rag_reindex", kb_id=kb_id, write="ingest")
+    assert call.kb is not None
+    task = s.ingestion.reindex(call.kb)
     body = {
         "task_id": task.task_id,
         "kb_id": kb_id,

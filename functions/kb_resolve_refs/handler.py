@@ -2,8 +2,7 @@
 
 from citegate.citations import resolve_refs
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver, parse_body, principal
-from citegate.knowledge_bases import get_kb
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.models.retrieval import ResolveRefsRequest
 
 app = make_resolver()
@@ -12,7 +11,7 @@ app = make_resolver()
 @app.post("/v1/kb/<kb_id>/resolve_refs")
 def resolve_route(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    get_kb(s, kb_id, principal(app))
+    govern(app, "rag_resolve_refs", kb_id=kb_id)
     request = parse_body(app, ResolveRefsRequest)
     return json_response(200, resolve_refs(s, [kb_id], request.ref_ids).model_dump())
 

@@ -1,10 +1,10 @@
 """POST /v1/kb/{kb_id}/retrieve: hybrid retrieval in one knowledge base (ref_id, chunk_text, score)."""
 
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver, parse_body, principal
-from citegate.knowledge_bases import get_kb
+from citegate.governance import current_call
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.models.retrieval import RetrieveRequest
-from citegate.retrieval import Scope, retrieve
+from citegate.retrieval import retrieve
 
 app = make_resolver()
 
@@ -12,12 +12,12 @@ app = make_resolver()
 @app.post("/v1/kb/<kb_id>/retrieve")
 def retrieve_route(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    get_kb(s, kb_id, principal(app))
+    call = govern(app, "rag_retrieve", kb_id=kb_id)
     request = parse_body(app, RetrieveRequest)
-    scope = Scope(
-        frozenset({kb_id}), source_names=frozenset(request.source_names) if request.source_names else None
-    )
+    scope = call.search_scope(frozenset({kb_id}), request.source_names)
     found = retrieve(s, scope, request.query, top_k=request.top_k, score_threshold=request.score_threshold)
+    refs = [h.chunk.ref_id for h in found.hits]
+    current_call().note(query=request.query, result_count=len(refs), retrieved=refs)
     results = [
         {"ref_id": h.chunk.ref_id, "chunk_text": h.chunk.text, "score": round(h.score, 6)} for h in found.hits
     ]

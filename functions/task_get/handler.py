@@ -2,7 +2,7 @@
 
 from citegate.container import services
 from citegate.errors import TaskNotFound
-from citegate.http.api import http_handler, json_response, make_resolver, principal
+from citegate.http.api import govern, http_handler, json_response, make_resolver
 
 app = make_resolver()
 
@@ -10,10 +10,10 @@ app = make_resolver()
 @app.get("/v1/tasks/<task_id>")
 def get_task(task_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    caller = principal(app)
+    call = govern(app, "rag_task_status")
     task = s.tasks.get(task_id)
     kb = s.kbs.find(task.kb_id)
-    if kb is None or kb.tenant_id != caller.tenant_id:
+    if kb is None or kb.tenant_id != call.principal.tenant_id or not call.policy.allows_kb(kb.kb_id):
         raise TaskNotFound(f"task {task_id!r} not found", details={"task_id": task_id})
     view = s.ingestion.task_view(task)
     return json_response(200, view.model_dump(exclude_none=True, exclude={"children"}) | _children(view))

@@ -1,8 +1,7 @@
 """POST /v1/kb/{kb_id}/uploads: a presigned S3 PUT for a large document, then ingest it by s3_key."""
 
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver, parse_body, principal
-from citegate.knowledge_bases import get_kb
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.models.documents import UploadRequest
 
 app = make_resolver()
@@ -11,8 +10,9 @@ app = make_resolver()
 @app.post("/v1/kb/<kb_id>/uploads")
 def create_upload(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    kb = get_kb(s, kb_id, principal(app))
-    return json_response(201, s.ingestion.create_upload(kb, parse_body(app, UploadRequest)))
+    call = govern(app, "rag_ingest", kb_id=kb_id, write="ingest")
+    assert call.kb is not None
+    return json_response(201, s.ingestion.create_upload(call.kb, parse_body(app, UploadRequest)))
 
 
 lambda_handler = http_handler(app)

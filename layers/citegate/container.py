@@ -14,6 +14,9 @@ from citegate import resources
 from citegate.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from citegate.audit import AuditLog
+    from citegate.policy.store import PolicyStore
+    from citegate.ratelimit import Counters
     from citegate.answering.base import Answerer
     from citegate.aws import AwsClients
     from citegate.embedding.base import Embedder
@@ -79,6 +82,24 @@ class Services:
         from citegate.store.parents import ParentStore
 
         return ParentStore(self._table(resources.PARENTS))
+
+    @cached_property
+    def policies(self) -> PolicyStore:
+        from citegate.policy.store import PolicyStore
+
+        return PolicyStore(self._table(resources.POLICIES), self._table(resources.CREDENTIALS))
+
+    @cached_property
+    def audit(self) -> AuditLog:
+        from citegate.audit import AuditLog
+
+        return AuditLog(self._table(resources.AUDIT))
+
+    @cached_property
+    def counters(self) -> Counters:
+        from citegate.ratelimit import Counters
+
+        return Counters(self._table(resources.COUNTERS))
 
     @cached_property
     def bucket(self) -> str:

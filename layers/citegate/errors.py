@@ -33,6 +33,22 @@ class Forbidden(CitegateError):
     kind, status = "forbidden", 403
 
 
+class ForbiddenTool(Forbidden):
+    kind = "forbidden_tool"
+
+
+class ForbiddenScope(Forbidden):
+    kind = "forbidden_scope"
+
+
+class DatasetNotAllowed(Forbidden):
+    kind = "dataset_not_allowed"
+
+
+class AuditUnavailable(CitegateError):
+    kind, status = "audit_unavailable", 503
+
+
 class NotFound(CitegateError):
     kind, status = "not_found", 404
 
@@ -86,9 +102,13 @@ class StorageUnavailable(CitegateError):
 
 
 # The /v1 routes (spec 004) use lower-case codes, one per kind, as PRODUCT.md decides.
+# Spec 000's finer refusals keep their name in `details.reason`.
 _V1_CODES: dict[str, str] = {
     "route_not_found": "not_found",
     "internal": "internal_error",
+    "forbidden_tool": "forbidden",
+    "forbidden_scope": "forbidden",
+    "dataset_not_allowed": "forbidden",
 }
 
 
@@ -96,6 +116,13 @@ def error_code(error: CitegateError, family: Family = "v1") -> str:
     if family == "v1":
         return _V1_CODES.get(error.kind, error.kind)
     raise ValueError(f"no code table for family {family!r} yet")
+
+
+def error_details(error: CitegateError, family: Family = "v1") -> dict[str, Any]:
+    code = error_code(error, family)
+    if code != error.kind and isinstance(error, Forbidden):
+        return {"reason": error.kind, **error.details}
+    return error.details
 
 
 def error_body(

@@ -18,6 +18,7 @@ class Route:
     method: str
     path: str  # API Gateway style: /v1/kb/{kb_id}
     function: str  # folder name under functions/
+    tool: str | None = None  # the name policies grant (spec 004's tool names for /v1)
     auth: Auth = "principal"
     streaming: bool = False
 
@@ -33,22 +34,22 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/healthz", "healthz", auth="none"),
     # Knowledge bases (spec 004; shapes decided in PRODUCT.md).
-    Route("POST", "/v1/kb", "kb_create"),
-    Route("GET", "/v1/kb", "kb_list"),
-    Route("GET", "/v1/kb/{kb_id}", "kb_get"),
-    Route("PATCH", "/v1/kb/{kb_id}", "kb_update"),
+    Route("POST", "/v1/kb", "kb_create", "rag_create_kb"),
+    Route("GET", "/v1/kb", "kb_list", "rag_list_kb"),
+    Route("GET", "/v1/kb/{kb_id}", "kb_get", "rag_list_kb"),
+    Route("PATCH", "/v1/kb/{kb_id}", "kb_update", "rag_update_kb"),
     # Documents and ingestion.
-    Route("POST", "/v1/kb/{kb_id}/uploads", "upload_create"),
-    Route("POST", "/v1/kb/{kb_id}/documents", "document_ingest"),
-    Route("GET", "/v1/kb/{kb_id}/documents", "document_list"),
-    Route("GET", "/v1/kb/{kb_id}/documents/{document_id}", "document_get"),
-    Route("DELETE", "/v1/kb/{kb_id}/documents/{document_id}", "document_delete"),
-    Route("POST", "/v1/kb/{kb_id}/reindex", "kb_reindex"),
-    Route("GET", "/v1/tasks/{task_id}", "task_get"),
+    Route("POST", "/v1/kb/{kb_id}/uploads", "upload_create", "rag_ingest"),
+    Route("POST", "/v1/kb/{kb_id}/documents", "document_ingest", "rag_ingest"),
+    Route("GET", "/v1/kb/{kb_id}/documents", "document_list", "rag_list_documents"),
+    Route("GET", "/v1/kb/{kb_id}/documents/{document_id}", "document_get", "rag_list_documents"),
+    Route("DELETE", "/v1/kb/{kb_id}/documents/{document_id}", "document_delete", "rag_delete_document"),
+    Route("POST", "/v1/kb/{kb_id}/reindex", "kb_reindex", "rag_reindex"),
+    Route("GET", "/v1/tasks/{task_id}", "task_get", "rag_task_status"),
     # Retrieval and evidence-bound answers.
-    Route("POST", "/v1/kb/{kb_id}/retrieve", "kb_retrieve"),
-    Route("POST", "/v1/kb/{kb_id}/ask", "kb_ask"),
-    Route("POST", "/v1/kb/{kb_id}/resolve_refs", "kb_resolve_refs"),
+    Route("POST", "/v1/kb/{kb_id}/retrieve", "kb_retrieve", "rag_retrieve"),
+    Route("POST", "/v1/kb/{kb_id}/ask", "kb_ask", "rag_ask"),
+    Route("POST", "/v1/kb/{kb_id}/resolve_refs", "kb_resolve_refs", "rag_resolve_refs"),
 )
 
 # Functions that are not behind a route: the authorizer, the queue consumer, the ingestion steps.

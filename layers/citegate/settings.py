@@ -32,6 +32,16 @@ class Settings(BaseSettings):
     ingest_queue_url: str | None = Field(None, alias="CITEGATE_INGEST_QUEUE_URL")
     state_machine_arn: str | None = Field(None, alias="CITEGATE_STATE_MACHINE_ARN")
 
+    # Identity: OIDC for people, local IAM credentials for SigV4 on one machine, rate limits.
+    oidc_issuer: str | None = Field(None, alias="CITEGATE_OIDC_ISSUER")
+    oidc_audience: str | None = Field(None, alias="CITEGATE_OIDC_AUDIENCE")
+    oidc_jwks_url: str | None = Field(None, alias="CITEGATE_OIDC_JWKS_URL")
+    maintainer_claim: str = Field("citegate:maintainer", alias="CITEGATE_MAINTAINER_CLAIM")
+    local_iam_credentials: Path | None = Field(None, alias="CITEGATE_LOCAL_IAM_CREDENTIALS")
+    default_rate_limit_per_minute: int = Field(120, alias="CITEGATE_DEFAULT_RATE_LIMIT")
+    ip_rate_limit_per_minute: int = Field(600, alias="CITEGATE_IP_RATE_LIMIT")
+    policy_seed_file: Path | None = Field(None, alias="CITEGATE_POLICY_SEED_FILE")
+
     # Local state (spec 004's variable) and the local gateway's port (spec 004's port).
     data_root: Path = Field(Path(".data"), alias="RAG_DATA_ROOT")
     port: int = Field(8099, alias="PORT")

@@ -29,6 +29,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 from types import MappingProxyType
 from typing import Final
 
@@ -64,6 +65,8 @@ FEATURES: Final = (
     "name_missing",  # 1 if a capitalised name of the question is not in the sentence or its neighbours
     "proximity",  # how tightly the matched terms sit together in the sentence
     "bigram",  # share of the question's adjacent term pairs found adjacent in the sentence
+    "run",  # longest run of question terms the sentence repeats in order (stopwords aside), as a share
+    "coverage",  # unweighted share of the question's terms in the sentence, its neighbours and title
     "answer_type",  # the sentence holds something of the asked type beyond the question's own words
     "retrieval",  # the passage's retrieval score relative to the best passage's
     "rank_prior",  # 1 / passage number: the retriever's order
@@ -89,6 +92,8 @@ RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
         "name_missing": 0.0,
         "proximity": 0.2,
         "bigram": 0.2,
+        "run": 0.0,
+        "coverage": 0.0,
         "answer_type": 0.75,
         "retrieval": 1.5,
         "rank_prior": 0.1,
@@ -353,6 +358,7 @@ def _is_number(token: str) -> bool:
 @dataclass(frozen=True)
 class _Question:
     terms: tuple[str, ...]  # distinct content stems, in order
+    sequence: tuple[str, ...]  # content stems in question order, repeats kept
     salient: frozenset[str]
     numbers: frozenset[str]
     names: frozenset[str]
@@ -382,7 +388,7 @@ def _analyse_question(question: str) -> _Question:
         quoted_tokens = [t for t in _tokens(quoted) if t not in _DROP]
         salient.update(_stems(quoted_tokens))
     salient &= set(terms)
-    bigrams = frozenset((a, b) for (_, a), (_, b) in zip(content, content[1:], strict=False) if a != b)
+    bigrams = frozenset((a, b) for (_, a), (_, b) in pairwise(content) if a != b)
     lowered = text.lower()
     answer_type = "any"
     if _NUMERIC_QUESTION.search(lowered):
@@ -393,6 +399,7 @@ def _analyse_question(question: str) -> _Question:
     antonyms = {stem: antonym_map[stem] for stem in stems if stem in antonym_map}
     return _Question(
         terms=terms,
+        sequence=tuple(stem for _, stem in content),
         salient=frozenset(salient),
         numbers=numbers,
         names=name_stems,
@@ -407,6 +414,7 @@ def _analyse_question(question: str) -> _Question:
 class _Sentence:
     text: str
     stems: tuple[str, ...]
+    content: tuple[str, ...]  # stems of the tokens that are not stopwords
     stem_set: frozenset[str]
     numbers: frozenset[str]
     names: frozenset[str]
@@ -434,6 +442,7 @@ def _analyse_sentence(sentence: str) -> _Sentence:
     return _Sentence(
         text=sentence,
         stems=tuple(stems),
+        content=tuple(s for t, s in zip(tokens, stems, strict=True) if t not in _DROP),
         stem_set=frozenset(stems),
         numbers=frozenset(s for t, s in by_token.items() if _is_number(t)),
         names=frozenset(names),
@@ -484,6 +493,20 @@ def _proximity(stems: Sequence[str], wanted: frozenset[str]) -> float:
                 covered -= 1
             left += 1
     return distinct / best
+
+
+def _longest_run(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common contiguous run of `a` and `b` (dynamic programming)."""
+    best = 0
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0] * (len(b) + 1)
+        for j, y in enumerate(b, start=1):
+            if x == y:
+                current[j] = previous[j - 1] + 1
+                best = max(best, current[j])
+        previous = current
+    return best
 
 
 def _sigmoid(x: float) -> float:
@@ -567,6 +590,8 @@ class ExtractiveAnswerer:
                     "name_missing": 1.0 if q.names - context else 0.0,
                     "proximity": _proximity(sentence.stems, wanted),
                     "bigram": self._bigram_share(q, sentence),
+                    "run": _longest_run(q.sequence, sentence.content) / (len(q.sequence) or 1),
+                    "coverage": sum(1 for t in q.terms if t in context) / (len(q.terms) or 1),
                     "answer_type": self._answer_type(q, sentence),
                     "retrieval": retrieval,
                     "rank_prior": 1.0 / max(ev.number, 1),
@@ -589,7 +614,7 @@ class ExtractiveAnswerer:
     def _bigram_share(q: _Question, sentence: _Sentence) -> float:
         if not q.bigrams:
             return 0.0
-        present = set(zip(sentence.stems, sentence.stems[1:], strict=False))
+        present = set(pairwise(sentence.stems))
         return len(q.bigrams & present) / len(q.bigrams)
 
     @staticmethod
@@ -608,7 +633,11 @@ class ExtractiveAnswerer:
                 return 1.0
         return 0.0
 
-    def _ranked(self, candidates: list[Candidate]) -> list[Candidate]:
+    def rerank(self, analysis: Analysis) -> Analysis:
+        """The analysis with its candidates re-scored under this answerer's rank weights (tuning)."""
+        return Analysis(analysis.question, tuple(self._ranked(analysis.candidates)), analysis.diagnostics)
+
+    def _ranked(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         weights = self.config.rank_weights
         scored = [
             Candidate(c.evidence, c.position, c.text, c.features, _linear(weights, c.features))

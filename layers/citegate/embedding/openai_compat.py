@@ -138,15 +138,15 @@ class OpenAICompatibleEmbedder:
         data = list(getattr(response, "data", None) or [])
         if len(data) != len(inputs):
             raise EmbeddingUnavailable(f"{where} returned {len(data)} embeddings for {len(inputs)} inputs")
-        # Servers may answer out of order: `index` says which input each vector belongs to.
-        by_index = {int(item.index): item.embedding for item in data}
-        if sorted(by_index) != list(range(len(inputs))):
-            raise EmbeddingUnavailable(
-                f"{where} returned indexes {sorted(by_index)} for {len(inputs)} inputs"
-            )
         try:
+            # Servers may answer out of order: `index` says which input each vector belongs to.
+            by_index = {int(item.index): item.embedding for item in data}
+            if sorted(by_index) != list(range(len(inputs))):
+                raise EmbeddingUnavailable(
+                    f"{where} returned indexes {sorted(by_index)} for {len(inputs)} inputs"
+                )
             rows = np.asarray([by_index[i] for i in range(len(inputs))], dtype=np.float32)
-        except (TypeError, ValueError) as exc:  # ragged or non-numeric vectors
+        except (AttributeError, TypeError, ValueError) as exc:  # missing fields, ragged or non-numeric
             raise EmbeddingUnavailable(f"{where} returned malformed embeddings: {exc}") from exc
         if rows.ndim != 2 or rows.shape[1] == 0 or not np.isfinite(rows).all():
             raise EmbeddingUnavailable(f"{where} returned malformed embeddings of shape {rows.shape}")

@@ -16,16 +16,19 @@ from aws_lambda_powertools.logging import correlation_paths
 from pydantic import BaseModel, ValidationError
 
 from citegate.errors import (
+    AuditUnavailable,
     CitegateError,
     Family,
     InvalidRequest,
     RouteNotFound,
-    Unauthorized,
     error_body,
     error_code,
+    error_details,
 )
+from citegate.governance import Authorized, authorize, begin_call, current_call, end_call
 from citegate.identity.principal import Principal
 from citegate.observability import logger, metrics, tracer
+from citegate.policy.model import RequestedScope, WriteAction
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 JSON = "application/json"
@@ -46,7 +49,11 @@ def request_id(app: APIGatewayHttpResolver) -> str:
 
 def _error_response(app: APIGatewayHttpResolver, family: Family, error: CitegateError) -> Response[str]:
     code = error_code(error, family)
-    return json_response(error.status, error_body(code, error.message, request_id(app), error.details))
+    headers = {}
+    if "retry_after" in error.details:
+        headers["Retry-After"] = str(error.details["retry_after"])
+    body = error_body(code, error.message, request_id(app), error_details(error, family))
+    return json_response(error.status, body, headers=headers)
 
 
 def make_resolver(family: Family = "v1") -> APIGatewayHttpResolver:
@@ -119,23 +126,67 @@ def query_param(app: APIGatewayHttpResolver, name: str) -> str | None:
 
 
 def principal(app: APIGatewayHttpResolver) -> Principal:
-    """The caller, as the authorizer resolved it; routes behind auth refuse anonymous callers."""
-    context = app.current_event.request_context.authorizer.get_lambda or {}
-    if context.get("auth_error"):
-        raise Unauthorized(str(context["auth_error"]))
-    found = Principal.from_authorizer_context(context)
-    if found is None or not found.authenticated:
-        raise Unauthorized("authentication required: send 'Authorization: Bearer <token>'")
+    """The caller as the front door identified it (anonymous when no credentials were sent)."""
+    from citegate.container import services
+    from citegate.identity.resolve import resolve_principal
+
+    record = current_call()
+    found = resolve_principal(app.current_event.raw_event, services())
+    record.principal = found
     return found
 
 
-def http_handler(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """The Lambda entry point for a resolver, with request-id logging, tracing and metrics."""
+def govern(
+    app: APIGatewayHttpResolver,
+    tool: str,
+    *,
+    kb_id: str | None = None,
+    write: WriteAction | None = None,
+    requested: RequestedScope | None = None,
+    allow_anonymous: bool = False,
+) -> Authorized:
+    """Identify the caller and run every policy check for this route (see citegate.governance)."""
+    from citegate.container import services
+
+    return authorize(
+        services(),
+        principal(app),
+        tool,
+        kb_id=kb_id,
+        write=write,
+        requested=requested,
+        allow_anonymous=allow_anonymous,
+    )
+
+
+def http_handler(
+    app: APIGatewayHttpResolver, *, audited: bool = True, family: Family = "v1"
+) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The Lambda entry point for a resolver: request-id logging, tracing, metrics, and the audit
+    record of the call (a call that cannot be audited answers 503 audit_unavailable)."""
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
     @tracer.capture_lambda_handler
     @metrics.log_metrics
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        return app.resolve(event, context)
+        if not audited:
+            return app.resolve(event, context)
+        from citegate.container import services
+
+        record = begin_call(event)
+        response = app.resolve(event, context)
+        status = int(response.get("statusCode", 500))
+        error = None
+        if status >= 400:
+            try:
+                error = json.loads(response.get("body") or "{}").get("error")
+            except (ValueError, AttributeError):
+                error = None
+        try:
+            end_call(services(), record, status, error)
+        except AuditUnavailable as failure:
+            body = error_body(error_code(failure, family), failure.message, record.request_id)
+            return {"statusCode": 503, "headers": {"Content-Type": JSON}, "body": json.dumps(body)}
+        return response
 
     return lambda_handler

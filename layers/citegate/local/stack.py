@@ -13,6 +13,7 @@ from citegate.local.aws_endpoint import EmbeddedAws
 from citegate.local.compaction import compact
 from citegate.local.poller import QueuePoller
 from citegate.local.provision import provision
+from citegate.policy.store import SEED_FILE as POLICY_SEED_FILE
 from citegate.routes import INGEST_CONSUMER_FUNCTION
 from citegate.settings import Settings, get_settings, reset_settings
 
@@ -64,6 +65,8 @@ class LocalStack:
         s.__dict__["state_machine_arn"] = self.info["state_machine_arn"]
         self.services = s
         set_services(s)
+        seed = self.settings.policy_seed_file or POLICY_SEED_FILE
+        self.info["seeded_policies"] = s.policies.seed(seed, tenant_id=self.settings.default_tenant)
         self.info["resumed_tasks"] = self._resume_unfinished_tasks(s)
         if self.poll:
             self.poller = QueuePoller(

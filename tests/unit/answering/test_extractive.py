@@ -168,11 +168,20 @@ def test_an_optional_embedder_adds_the_cosine_feature() -> None:
             "Dr. Smith paid $3.50 for apples, e.g. Gala ones. They were fresh! Were they? Yes.",
             ["Dr. Smith paid $3.50 for apples, e.g. Gala ones.", "They were fresh!", "Were they?", "Yes."],
         ),
-        ("J. R. R. Tolkien was born in 1892. He died in 1973.", ["J. R. R. Tolkien was born in 1892.", "He died in 1973."]),
+        (
+            "J. R. R. Tolkien was born in 1892. He died in 1973.",
+            ["J. R. R. Tolkien was born in 1892.", "He died in 1973."],
+        ),
         ("The U.S. Army grew. It was 3.5 times larger.", ["The U.S. Army grew.", "It was 3.5 times larger."]),
-        ("长城很长。它有两千多年的历史；你去过吗？去过！", ["长城很长。", "它有两千多年的历史；", "你去过吗？", "去过！"]),
+        (
+            "长城很长。它有两千多年的历史；你去过吗？去过！",
+            ["长城很长。", "它有两千多年的历史；", "你去过吗？", "去过！"],
+        ),
         ('He said "Stop." Then he left.', ['He said "Stop."', "Then he left."]),
-        ("Steps:\n- open the lid\n- pour the water\n\nDone", ["Steps:", "- open the lid", "- pour the water", "Done"]),
+        (
+            "Steps:\n- open the lid\n- pour the water\n\nDone",
+            ["Steps:", "- open the lid", "- pour the water", "Done"],
+        ),
         ("A wrapped\nline of text. Next one.", ["A wrapped line of text.", "Next one."]),
         ("", []),
     ],

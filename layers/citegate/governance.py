@@ -1,0 +1,233 @@
+"""Every call checked on the server and recorded: the one path all routes take.
+
+`http_handler` opens a call record for each request; a route's first act is `authorize(...)`,
+which runs spec 000 section 6.2's checks in order (token, identity, policy, tool, scope subset,
+dataset, write action), plus tenant isolation and rate limits. When the request ends, the record
+is written to the audit log, refused calls included; if it cannot be written, the call fails.
+"""
+
+from __future__ import annotations
+
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from citegate.audit import AuditRecord, now_iso
+from citegate.errors import (
+    AuditUnavailable,
+    DatasetNotAllowed,
+    Forbidden,
+    ForbiddenScope,
+    ForbiddenTool,
+    Unauthorized,
+)
+from citegate.identity.principal import Principal
+from citegate.models.kb import KnowledgeBase
+from citegate.observability import logger
+from citegate.policy.model import EffectiveScope, Policy, RequestedScope, ScopeViolation, WriteAction, effective_scope
+from citegate.retrieval import Scope
+
+if TYPE_CHECKING:
+    from citegate.container import Services
+
+
+@dataclass
+class CallRecord:
+    request_id: str
+    route: str
+    source_ip: str | None
+    started: float = field(default_factory=time.perf_counter)
+    timestamp: str = field(default_factory=now_iso)
+    principal: Principal | None = None
+    tool: str | None = None
+    requested_scope: dict[str, Any] | None = None
+    effective_scope: dict[str, Any] | None = None
+    knowledge_bases: list[str] = field(default_factory=list)
+    query: str | None = None
+    result_count: int | None = None
+    retrieved: list[str] = field(default_factory=list)
+    cited: list[str] = field(default_factory=list)
+    purpose: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    pending_written: bool = False
+
+    def note(self, **fields: Any) -> None:
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+    def to_audit(self, *, decision: str, reason: str | None, status: int | None) -> AuditRecord:
+        principal = self.principal
+        return AuditRecord(
+            request_id=self.request_id,
+            timestamp=self.timestamp,
+            tenant_id=principal.tenant_id if principal else "unknown",
+            caller_type=principal.type if principal else "unauthenticated",
+            caller_id=principal.id if principal else "unauthenticated",
+            route=self.route,
+            tool=self.tool,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            purpose=self.purpose,
+            source_ip=self.source_ip,
+            requested_scope=self.requested_scope,
+            effective_scope=self.effective_scope,
+            decision=decision,
+            reason=reason,
+            status=status,
+            knowledge_bases=self.knowledge_bases,
+            query=self.query,
+            result_count=self.result_count,
+            retrieved_chunk_ids=self.retrieved,
+            cited_chunk_ids=self.cited,
+            latency_ms=round((time.perf_counter() - self.started) * 1000, 2),
+        )
+
+
+_current: ContextVar[CallRecord | None] = ContextVar("citegate_call", default=None)
+
+
+def begin_call(event: dict[str, Any]) -> CallRecord:
+    context = event.get("requestContext") or {}
+    record = CallRecord(
+        request_id=str(context.get("requestId") or ""),
+        route=str(event.get("routeKey") or context.get("routeKey") or ""),
+        source_ip=(context.get("http") or {}).get("sourceIp"),
+    )
+    _current.set(record)
+    return record
+
+
+def current_call() -> CallRecord:
+    record = _current.get()
+    if record is None:  # direct calls of the layer (tests, scripts) still get a record
+        record = CallRecord(request_id="", route="", source_ip=None)
+        _current.set(record)
+    return record
+
+
+def end_call(s: Services, record: CallRecord, status: int, error: str | None) -> None:
+    """Write the call's audit record; raises AuditUnavailable if it cannot be written."""
+    decision = "allow" if status < 400 else ("error" if status >= 500 else "deny")
+    try:
+        s.audit.write(record.to_audit(decision=decision, reason=error, status=status))
+    except Exception as failure:
+        logger.exception("audit write failed")
+        raise AuditUnavailable("the call could not be audited, so it was not completed") from failure
+    finally:
+        _current.set(None)
+
+
+@dataclass
+class Authorized:
+    principal: Principal
+    policy: Policy
+    scope: EffectiveScope
+    kb: KnowledgeBase | None = None
+
+    def search_scope(self, kb_ids: frozenset[str], source_names: list[str] | None = None) -> Scope:
+        """The retrieval scope: the effective scope, narrowed to the files the policy grants."""
+        names: set[str] | None = set(source_names) if source_names else None
+        if self.policy.files is not None:
+            granted = {name for kb in kb_ids for name in self.policy.files.get(kb, [])}
+            names = granted if names is None else names & granted
+        return Scope(
+            kb_ids=kb_ids,
+            source_names=frozenset(names) if names is not None else None,
+            projects=frozenset(self.scope.projects) if self.scope.projects is not None else None,
+            path_prefixes=tuple(self.scope.path_prefixes) if self.scope.path_prefixes is not None else None,
+            versions=frozenset(self.scope.versions) if self.scope.versions is not None else None,
+        )
+
+
+def maintainer(principal: Principal, claim: str) -> bool:
+    value = principal.claims.get(claim)
+    roles = principal.claims.get("roles") or principal.claims.get("groups") or []
+    return value is True or value == "true" or (isinstance(roles, list) and "maintainer" in roles)
+
+
+def authorize(
+    s: Services,
+    principal: Principal,
+    tool: str,
+    *,
+    kb_id: str | None = None,
+    write: WriteAction | None = None,
+    requested: RequestedScope | None = None,
+    allow_anonymous: bool = False,
+) -> Authorized:
+    record = current_call()
+    record.principal = principal
+    record.tool = tool
+    # 1-2. token and identity: resolved before this call; spec 004 routes need credentials.
+    if not principal.authenticated and not allow_anonymous:
+        raise Unauthorized("authentication required: send 'Authorization: Bearer <token>' or sign the request")
+    _rate_limit(s, principal, record.source_ip)
+    # 3. the server's policy for this principal
+    policy = s.policies.for_principal(principal)
+    if policy is None:
+        raise ForbiddenTool(f"no policy grants {principal.type} {principal.id!r} anything", details={"tool": tool})
+    # 4. tool
+    if not policy.allows_tool(tool):
+        raise ForbiddenTool(f"the tool {tool!r} is not granted to {principal.id!r}", details={"tool": tool})
+    # 5. scope subset
+    if requested is not None:
+        record.requested_scope = requested.model_dump(exclude_none=True)
+    working_allowed = policy.working_docs and (
+        principal.type != "human" or maintainer(principal, s.settings.maintainer_claim)
+    )
+    try:
+        scope = effective_scope(requested, policy.scope, working_docs_allowed=working_allowed)
+    except ScopeViolation as error:
+        raise ForbiddenScope(str(error)) from error
+    record.effective_scope = scope.model_dump(exclude_none=True)
+    # 6. dataset
+    kb = None
+    if kb_id is not None:
+        kb = s.kbs.get(kb_id, tenant_id=principal.tenant_id)
+        readable = policy.allows_kb(kb_id) and (
+            kb.status == "approved" or working_allowed or kb_id in policy.knowledge_bases
+        )
+        if not readable:
+            raise DatasetNotAllowed(f"knowledge base {kb_id!r} is not granted", details={"kb_id": kb_id})
+        record.knowledge_bases = [kb_id]
+    # 7. write action
+    if write is not None:
+        if not policy.allows_write(write):
+            raise Forbidden(f"the write action {write!r} is not granted", details={"action": write})
+        _write_pending(s, record)
+    return Authorized(principal, policy, scope, kb)
+
+
+def readable_kbs(s: Services, authorized: Authorized, *, include_working: bool) -> list[KnowledgeBase]:
+    """Every knowledge base the caller may read: approved ones, working ones when granted and asked."""
+    policy = authorized.policy
+    allowed = []
+    for kb in s.kbs.list(authorized.principal.tenant_id):
+        if not policy.allows_kb(kb.kb_id):
+            continue
+        if kb.status == "approved" or (include_working and authorized.scope.include_working_docs):
+            allowed.append(kb)
+    return allowed
+
+
+def _rate_limit(s: Services, principal: Principal, source_ip: str | None) -> None:
+    policy_limit = s.settings.default_rate_limit_per_minute
+    policy = s.policies.for_principal(principal) if principal.authenticated else s.policies.find("anonymous")
+    if policy is not None:
+        policy_limit = policy.rate_limit_per_minute
+    s.counters.hit(f"principal:{principal.tenant_id}:{principal.type}:{principal.id}", policy_limit)
+    if source_ip:
+        s.counters.hit(f"ip:{source_ip}", s.settings.ip_rate_limit_per_minute)
+
+
+def _write_pending(s: Services, record: CallRecord) -> None:
+    """Before a call changes anything, its audit record must exist."""
+    if record.pending_written:
+        return
+    try:
+        s.audit.write(record.to_audit(decision="pending", reason=None, status=None))
+    except Exception as error:
+        raise AuditUnavailable("the call could not be audited, so nothing was changed") from error
+    record.pending_written = True

@@ -1,0 +1,39 @@
+"""The principal of a request, from what the front door attached to the event.
+
+- IAM front door (SigV4): `requestContext.authorizer.iam` carries the verified IAM principal; it
+  acts as the agent whose policy lists its ARN.
+- Token front door: the Lambda authorizer's context carries the principal, or why the
+  credentials were refused.
+- Neither: an anonymous caller of the default tenant.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from citegate.errors import Unauthorized
+from citegate.identity.principal import Principal, anonymous
+
+if TYPE_CHECKING:
+    from citegate.container import Services
+
+
+def resolve_principal(event: dict[str, Any], s: Services) -> Principal:
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    iam = authorizer.get("iam")
+    if iam:
+        arn = str(iam.get("userArn") or "")
+        policy = s.policies.agent_for_iam_arn(arn)
+        if policy is None:
+            raise Unauthorized(f"the IAM principal {arn} is not mapped to an agent")
+        return Principal(
+            type="agent",
+            id=policy.principal_key.split(":", 1)[1],
+            tenant_id=policy.tenant_id,
+            claims={"iam_arn": arn, "access_key": iam.get("accessKey"), "auth": "sigv4"},
+        )
+    context = authorizer.get("lambda") or {}
+    if context.get("auth_error"):
+        raise Unauthorized(str(context["auth_error"]))
+    found = Principal.from_authorizer_context(context)
+    return found or anonymous(s.settings.default_tenant)

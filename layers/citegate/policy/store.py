@@ -1,0 +1,137 @@
+"""Policies and agent credentials in DynamoDB, with reviewed defaults for the built-in principals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+from boto3.dynamodb.conditions import Key
+
+from citegate.errors import NotFound
+from citegate.identity.principal import Principal
+from citegate.policy.model import Policy
+from citegate.store.dynamo import from_item, is_conditional_failure, query_all, scan_all, to_item, utc_now
+
+SEED_FILE = Path(__file__).resolve().parents[3] / "config" / "policies.json"
+
+
+def principal_key(principal: Principal) -> str:
+    if principal.type == "anonymous":
+        return "anonymous"
+    return f"{principal.type}:{principal.id}"
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class PolicyStore:
+    def __init__(self, policies: Any, credentials: Any) -> None:
+        self._policies = policies
+        self._credentials = credentials
+
+    # -- policies ---------------------------------------------------------------------------
+
+    def find(self, key: str) -> Policy | None:
+        item = self._policies.get_item(Key={"principal_key": key}, ConsistentRead=True).get("Item")
+        return Policy.model_validate(from_item(item)) if item else None
+
+    def for_principal(self, principal: Principal) -> Policy | None:
+        """The principal's own policy; people without one get the authenticated-read default."""
+        policy = self.find(principal_key(principal))
+        if policy is None and principal.type == "human":
+            policy = self.find("human:*")
+        if policy is not None and policy.tenant_id != principal.tenant_id:
+            return None  # a policy never reaches across tenants
+        return policy
+
+    def put(self, policy: Policy) -> Policy:
+        self._policies.put_item(Item=to_item(policy.model_dump()))
+        return policy
+
+    def list(self) -> list[Policy]:
+        return sorted(
+            (Policy.model_validate(i) for i in scan_all(self._policies)), key=lambda p: p.principal_key
+        )
+
+    def agent_for_iam_arn(self, arn: str) -> Policy | None:
+        """The agent an IAM principal acts as. Assumed-role ARNs match their role."""
+        candidates = {arn, _role_of(arn)}
+        for policy in self.list():
+            if policy.principal_key.startswith("agent:") and candidates & set(policy.iam_arns):
+                return policy
+        return None
+
+    def seed(self, path: Path = SEED_FILE, *, tenant_id: str | None = None) -> int:
+        """Write the reviewed seed policies that do not exist yet; admin changes are never overwritten."""
+        document = json.loads(path.read_text())
+        written = 0
+        for raw in document["policies"]:
+            policy = Policy.model_validate({**raw, "tenant_id": raw.get("tenant_id") or tenant_id or "default"})
+            try:
+                self._policies.put_item(
+                    Item=to_item(policy.model_dump()), ConditionExpression="attribute_not_exists(principal_key)"
+                )
+                written += 1
+            except Exception as error:
+                if not is_conditional_failure(error):
+                    raise
+        return written
+
+    # -- agent credentials (tokens and caller agent keys) -------------------------------------
+
+    def issue_credential(self, agent_id: str, tenant_id: str, kind: str, description: str = "") -> dict[str, Any]:
+        """Create a secret for an agent; only its hash is stored, the secret is returned once."""
+        credential_id = "c_" + secrets.token_hex(6)
+        prefix = "cgat" if kind == "token" else "cgak"
+        secret = f"{prefix}_{credential_id[2:]}_{secrets.token_urlsafe(24)}"
+        record = {
+            "credential_hash": _hash(secret),
+            "credential_id": credential_id,
+            "agent_id": agent_id,
+            "tenant_id": tenant_id,
+            "kind": kind,
+            "status": "active",
+            "description": description,
+            "created_at": utc_now(),
+        }
+        self._credentials.put_item(Item=record)
+        public = {k: v for k, v in record.items() if k != "credential_hash"}
+        return {**public, "secret": secret}
+
+    def agent_for_secret(self, secret: str, kind: str) -> dict[str, Any] | None:
+        item = self._credentials.get_item(Key={"credential_hash": _hash(secret)}, ConsistentRead=True).get("Item")
+        if not item or item.get("status") != "active" or item.get("kind") != kind:
+            return None
+        return dict(from_item(item))
+
+    def list_credentials(self, agent_id: str) -> list[dict[str, Any]]:
+        items = query_all(self._credentials, IndexName="by_agent", KeyConditionExpression=Key("agent_id").eq(agent_id))
+        return [{k: v for k, v in i.items() if k != "credential_hash"} for i in items]
+
+    def revoke_credential(self, agent_id: str, credential_id: str) -> dict[str, Any]:
+        for item in query_all(
+            self._credentials,
+            IndexName="by_agent",
+            KeyConditionExpression=Key("agent_id").eq(agent_id) & Key("credential_id").eq(credential_id),
+        ):
+            self._credentials.update_item(
+                Key={"credential_hash": item["credential_hash"]},
+                UpdateExpression="SET #s = :revoked, revoked_at = :now",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":revoked": "revoked", ":now": utc_now()},
+            )
+            return {"credential_id": credential_id, "agent_id": agent_id, "status": "revoked"}
+        raise NotFound(f"credential {credential_id!r} of agent {agent_id!r} not found")
+
+
+def _role_of(arn: str) -> str:
+    """arn:aws:sts::123:assumed-role/Role/session -> arn:aws:iam::123:role/Role."""
+    parts = arn.split(":")
+    if len(parts) == 6 and parts[2] == "sts" and parts[5].startswith("assumed-role/"):
+        role = parts[5].split("/")[1]
+        return f"arn:aws:iam::{parts[4]}:role/{role}"
+    return arn

@@ -1,0 +1,1 @@
+"""Test doubles that run on loopback (an OIDC issuer, ...), shared by unit and integration tests."""
