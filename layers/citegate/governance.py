@@ -25,7 +25,14 @@ from citegate.errors import (
 from citegate.identity.principal import Principal
 from citegate.models.kb import KnowledgeBase
 from citegate.observability import logger
-from citegate.policy.model import EffectiveScope, Policy, RequestedScope, ScopeViolation, WriteAction, effective_scope
+from citegate.policy.model import (
+    EffectiveScope,
+    Policy,
+    RequestedScope,
+    ScopeViolation,
+    WriteAction,
+    effective_scope,
+)
 from citegate.retrieval import Scope
 
 if TYPE_CHECKING:
@@ -57,12 +64,14 @@ class CallRecord:
         for key, value in fields.items():
             setattr(self, key, value)
 
-    def to_audit(self, *, decision: str, reason: str | None, status: int | None) -> AuditRecord:
+    def to_audit(
+        self, *, decision: str, reason: str | None, status: int | None, default_tenant: str
+    ) -> AuditRecord:
         principal = self.principal
         return AuditRecord(
             request_id=self.request_id,
             timestamp=self.timestamp,
-            tenant_id=principal.tenant_id if principal else "unknown",
+            tenant_id=principal.tenant_id if principal else default_tenant,
             caller_type=principal.type if principal else "unauthenticated",
             caller_id=principal.id if principal else "unauthenticated",
             route=self.route,
@@ -111,7 +120,8 @@ def end_call(s: Services, record: CallRecord, status: int, error: str | None) ->
     """Write the call's audit record; raises AuditUnavailable if it cannot be written."""
     decision = "allow" if status < 400 else ("error" if status >= 500 else "deny")
     try:
-        s.audit.write(record.to_audit(decision=decision, reason=error, status=status))
+        tenant = s.settings.default_tenant
+        s.audit.write(record.to_audit(decision=decision, reason=error, status=status, default_tenant=tenant))
     except Exception as failure:
         logger.exception("audit write failed")
         raise AuditUnavailable("the call could not be audited, so it was not completed") from failure
@@ -162,12 +172,16 @@ def authorize(
     record.tool = tool
     # 1-2. token and identity: resolved before this call; spec 004 routes need credentials.
     if not principal.authenticated and not allow_anonymous:
-        raise Unauthorized("authentication required: send 'Authorization: Bearer <token>' or sign the request")
+        raise Unauthorized(
+            "authentication required: send 'Authorization: Bearer <token>' or sign the request"
+        )
     _rate_limit(s, principal, record.source_ip)
     # 3. the server's policy for this principal
     policy = s.policies.for_principal(principal)
     if policy is None:
-        raise ForbiddenTool(f"no policy grants {principal.type} {principal.id!r} anything", details={"tool": tool})
+        raise ForbiddenTool(
+            f"no policy grants {principal.type} {principal.id!r} anything", details={"tool": tool}
+        )
     # 4. tool
     if not policy.allows_tool(tool):
         raise ForbiddenTool(f"the tool {tool!r} is not granted to {principal.id!r}", details={"tool": tool})
@@ -227,7 +241,8 @@ def _write_pending(s: Services, record: CallRecord) -> None:
     if record.pending_written:
         return
     try:
-        s.audit.write(record.to_audit(decision="pending", reason=None, status=None))
+        tenant = s.settings.default_tenant
+        s.audit.write(record.to_audit(decision="pending", reason=None, status=None, default_tenant=tenant))
     except Exception as error:
         raise AuditUnavailable("the call could not be audited, so nothing was changed") from error
     record.pending_written = True

@@ -51,15 +51,31 @@ EMBEDDINGS = TableShape("embeddings", "cache_key")
 # Server-held policy, one item per principal key ("agent:<id>", "human:*", "anonymous", ...).
 POLICIES = TableShape("policies", "principal_key")
 # Agent tokens and spec 002 caller agent keys, by the SHA-256 of the secret (never the secret).
-CREDENTIALS = TableShape("credentials", "credential_hash", indexes=(IndexShape("by_agent", "agent_id", "credential_id"),))
+CREDENTIALS = TableShape(
+    "credentials", "credential_hash", indexes=(IndexShape("by_agent", "agent_id", "credential_id"),)
+)
 # One audit record per call, by tenant and time; the caller index lists one caller's calls.
 AUDIT = TableShape(
-    "audit", "tenant_id", "sk", ttl_attribute="expires_at", indexes=(IndexShape("by_caller", "caller_key", "sk"),)
+    "audit",
+    "tenant_id",
+    "sk",
+    ttl_attribute="expires_at",
+    indexes=(IndexShape("by_caller", "caller_key", "sk"),),
 )
 # Fixed-window counters for rate limits and token budgets.
 COUNTERS = TableShape("counters", "counter_key", ttl_attribute="expires_at")
 
-TABLES: tuple[TableShape, ...] = (KBS, DOCUMENTS, TASKS, PARENTS, EMBEDDINGS, POLICIES, CREDENTIALS, AUDIT, COUNTERS)
+TABLES: tuple[TableShape, ...] = (
+    KBS,
+    DOCUMENTS,
+    TASKS,
+    PARENTS,
+    EMBEDDINGS,
+    POLICIES,
+    CREDENTIALS,
+    AUDIT,
+    COUNTERS,
+)
 AUDIT_TTL_DAYS = 400
 TASK_TTL_DAYS = 30
 

@@ -50,6 +50,18 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/kb/{kb_id}/retrieve", "kb_retrieve", "rag_retrieve"),
     Route("POST", "/v1/kb/{kb_id}/ask", "kb_ask", "rag_ask"),
     Route("POST", "/v1/kb/{kb_id}/resolve_refs", "kb_resolve_refs", "rag_resolve_refs"),
+    # Spec 002's governed knowledge entry for business agents (caller agent key).
+    Route("POST", "/api/v1/knowledge/query", "knowledge_query", "ka_retrieve"),
+    # Administration: policies, agent credentials, the audit log.
+    Route("GET", "/admin/policies", "admin_policies_list", "admin"),
+    Route("GET", "/admin/policies/{principal_key}", "admin_policy_get", "admin"),
+    Route("PUT", "/admin/policies/{principal_key}", "admin_policy_put", "admin"),
+    Route("POST", "/admin/agents/{agent_id}/credentials", "admin_credential_create", "admin"),
+    Route("GET", "/admin/agents/{agent_id}/credentials", "admin_credential_list", "admin"),
+    Route(
+        "DELETE", "/admin/agents/{agent_id}/credentials/{credential_id}", "admin_credential_revoke", "admin"
+    ),
+    Route("GET", "/admin/audit", "admin_audit_list", "admin"),
 )
 
 # Functions that are not behind a route: the authorizer, the queue consumer, the ingestion steps.

@@ -139,7 +139,10 @@ class OidcIssuer:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.issuer = self
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="oidc-issuer", daemon=True)
+        # A short poll interval keeps shutdown (and so each test) fast.
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="oidc-issuer", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -195,6 +198,14 @@ class OidcIssuer:
             self.keys.append(signing)
         return signing.kid
 
+    def reset(self, *, key: PrivateKey | None = None) -> None:
+        """Back to one fresh key, no failures and no counted requests: lets tests share one server."""
+        with self.lock:
+            self.keys.clear()
+            self.requests.clear()
+            self.failing = False
+        self.rotate(key=key)
+
     def retire(self, kid: str) -> None:
         """Stop publishing a key (it can still sign, as a leaked or withdrawn key could)."""
         with self.lock:
@@ -247,4 +258,6 @@ class OidcIssuer:
             signing_key = (match[0] if match else self.current).key
             header_kid = kid if kid is not None else self.current.kid
         header = {"alg": algorithm_for(signing_key), "typ": "JWT", "kid": header_kid}
-        return sign_jws(header, self.claims_for(sub, audience=audience, expires_in=expires_in, claims=claims), signing_key)
+        return sign_jws(
+            header, self.claims_for(sub, audience=audience, expires_in=expires_in, claims=claims), signing_key
+        )

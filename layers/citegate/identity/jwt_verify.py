@@ -171,6 +171,7 @@ def _suits(key: JwkKey, alg: str) -> bool:
 class JwksJwtVerifier:
     """Verifies JWTs from one OIDC issuer for one or more audiences.
 
+    ``http_client`` lets callers share one httpx client (and its TLS set-up) between verifiers.
     ``clock`` (wall time, for exp/nbf/iat) and ``timer`` (monotonic, for caching) are test hooks.
     """
 
@@ -186,6 +187,7 @@ class JwksJwtVerifier:
         http_timeout: float = 3.0,
         min_refetch_seconds: float = 10.0,
         allow_http: bool = False,
+        http_client: httpx.Client | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -209,6 +211,8 @@ class JwksJwtVerifier:
         self._http_timeout = http_timeout
         self._min_refetch = min_refetch_seconds
         self._allow_http = allow_http
+        self._http = http_client  # created on first fetch when not given; reused for every fetch
+        self._owns_http = http_client is None
         self._clock = clock
         self._timer = timer
 
@@ -219,6 +223,12 @@ class JwksJwtVerifier:
         self._fetched_at = 0.0
         self._last_failure: float | None = None
         self._last_kid_refetch: float | None = None
+
+    def close(self) -> None:
+        """Close the HTTP client this verifier created (a client passed in is the caller's to close)."""
+        if self._owns_http and self._http is not None:
+            self._http.close()
+            self._http = None
 
     # --- verification -------------------------------------------------------------------------------
 
@@ -272,10 +282,11 @@ class JwksJwtVerifier:
     def _key_for(self, kid: str | None, alg: str) -> JwkKey:
         with self._lock:
             now = self._timer()
+            refreshed = False
             if self._by_kid is None or now - self._fetched_at >= self._cache_seconds:
-                self._refresh(now)
+                refreshed = self._refresh(now)
             found, known = self._lookup(kid, alg)
-            if found is None and not known and self._may_refetch_for_kid(now):
+            if found is None and not known and not refreshed and self._may_refetch_for_kid(now):
                 # An unknown kid is most likely a rotation: look once, then not again for a while.
                 self._last_kid_refetch = now
                 self._refresh(now)
@@ -299,12 +310,15 @@ class JwksJwtVerifier:
         last = self._last_kid_refetch
         return last is None or now - last >= self._min_refetch
 
-    def _refresh(self, now: float) -> None:
-        """Fetch the JWKS (caller holds the lock). Keeps cached keys when the issuer does not answer."""
+    def _refresh(self, now: float) -> bool:
+        """Fetch the JWKS (caller holds the lock); True when fresh keys arrived.
+
+        Keeps the cached keys when the issuer does not answer, and raises only when there are none.
+        """
         if self._last_failure is not None and now - self._last_failure < self._min_refetch:
             if self._by_kid is None:
                 raise JwtError("issuer unreachable")
-            return
+            return False
         try:
             by_kid, unnamed = _import_jwks(self._get_json(self._resolve_jwks_url()))
         except _FetchError as exc:
@@ -312,10 +326,11 @@ class JwksJwtVerifier:
             log.warning("could not fetch the JWKS for issuer %s: %s", self.issuer, exc)
             if self._by_kid is None:
                 raise JwtError("issuer unreachable") from None
-            return
+            return False
         self._by_kid, self._unnamed = by_kid, unnamed
         self._fetched_at = now
         self._last_failure = None
+        return True
 
     def _resolve_jwks_url(self) -> str:
         if self._jwks_url is None:
@@ -337,8 +352,10 @@ class JwksJwtVerifier:
         return self._jwks_url
 
     def _get_json(self, url: str) -> Any:
+        if self._http is None:
+            self._http = httpx.Client()
         try:
-            response = httpx.get(
+            response = self._http.get(
                 url,
                 timeout=self._http_timeout,
                 follow_redirects=False,

@@ -65,7 +65,7 @@ class RequestedScope(BaseModel):
     projects: list[str] | None = None
     paths: list[str] | None = None
     version: str | None = None
-    includeWorkingDocs: bool = False  # noqa: N815 (the wire name)
+    includeWorkingDocs: bool = False
 
 
 class EffectiveScope(BaseModel):
@@ -133,7 +133,9 @@ def as_filter_prefix(path: str) -> str:
     return "" if path == "" else path + "/"
 
 
-def effective_scope(requested: RequestedScope | None, grant: ScopeGrant, *, working_docs_allowed: bool) -> EffectiveScope:
+def effective_scope(
+    requested: RequestedScope | None, grant: ScopeGrant, *, working_docs_allowed: bool
+) -> EffectiveScope:
     requested = requested or RequestedScope()
     projects = grant.projects
     if requested.projects is not None:
@@ -142,7 +144,9 @@ def effective_scope(requested: RequestedScope | None, grant: ScopeGrant, *, work
             raise ScopeViolation(f"projects not granted: {', '.join(outside)}")
         projects = list(requested.projects)
 
-    granted_paths = [normalize_path(p) for p in grant.path_prefixes] if grant.path_prefixes is not None else None
+    granted_paths = (
+        [normalize_path(p) for p in grant.path_prefixes] if grant.path_prefixes is not None else None
+    )
     paths = granted_paths
     if requested.paths is not None:
         try:
@@ -169,3 +173,12 @@ def effective_scope(requested: RequestedScope | None, grant: ScopeGrant, *, work
         versions=versions,
         include_working_docs=requested.includeWorkingDocs,
     )
+
+
+class PolicyUpdate(Policy):
+    """PUT /admin/policies/{key}: the key comes from the path, the tenant from the caller."""
+
+    model_config = {"extra": "forbid"}
+
+    principal_key: str = ""
+    tenant_id: str = ""

@@ -70,10 +70,13 @@ class PolicyStore:
         document = json.loads(path.read_text())
         written = 0
         for raw in document["policies"]:
-            policy = Policy.model_validate({**raw, "tenant_id": raw.get("tenant_id") or tenant_id or "default"})
+            policy = Policy.model_validate(
+                {**raw, "tenant_id": raw.get("tenant_id") or tenant_id or "default"}
+            )
             try:
                 self._policies.put_item(
-                    Item=to_item(policy.model_dump()), ConditionExpression="attribute_not_exists(principal_key)"
+                    Item=to_item(policy.model_dump()),
+                    ConditionExpression="attribute_not_exists(principal_key)",
                 )
                 written += 1
             except Exception as error:
@@ -83,7 +86,9 @@ class PolicyStore:
 
     # -- agent credentials (tokens and caller agent keys) -------------------------------------
 
-    def issue_credential(self, agent_id: str, tenant_id: str, kind: str, description: str = "") -> dict[str, Any]:
+    def issue_credential(
+        self, agent_id: str, tenant_id: str, kind: str, description: str = ""
+    ) -> dict[str, Any]:
         """Create a secret for an agent; only its hash is stored, the secret is returned once."""
         credential_id = "c_" + secrets.token_hex(6)
         prefix = "cgat" if kind == "token" else "cgak"
@@ -103,13 +108,17 @@ class PolicyStore:
         return {**public, "secret": secret}
 
     def agent_for_secret(self, secret: str, kind: str) -> dict[str, Any] | None:
-        item = self._credentials.get_item(Key={"credential_hash": _hash(secret)}, ConsistentRead=True).get("Item")
+        item = self._credentials.get_item(Key={"credential_hash": _hash(secret)}, ConsistentRead=True).get(
+            "Item"
+        )
         if not item or item.get("status") != "active" or item.get("kind") != kind:
             return None
         return dict(from_item(item))
 
     def list_credentials(self, agent_id: str) -> list[dict[str, Any]]:
-        items = query_all(self._credentials, IndexName="by_agent", KeyConditionExpression=Key("agent_id").eq(agent_id))
+        items = query_all(
+            self._credentials, IndexName="by_agent", KeyConditionExpression=Key("agent_id").eq(agent_id)
+        )
         return [{k: v for k, v in i.items() if k != "credential_hash"} for i in items]
 
     def revoke_credential(self, agent_id: str, credential_id: str) -> dict[str, Any]:

@@ -141,6 +141,13 @@ def test_encoded_slash_is_not_a_slash() -> None:
     assert refused(prepared, path="/v1/kb/a/b") == "signature does not match"
 
 
+def test_dot_segments_and_double_slashes_are_normalised_as_aws_does() -> None:
+    """botocore (and AWS) sign the normalised path: the gateway must route on that same path."""
+    prepared = sign("GET", f"https://{HOST}/v1/search")
+    assert check(prepared, path="/v1/kb/../search").access_key_id == AK
+    assert check(prepared, path="/v1//search").access_key_id == AK
+
+
 def test_date_header_instead_of_x_amz_date() -> None:
     request = AWSRequest(method="GET", url=f"https://{HOST}/v1/health", headers={"Date": "placeholder"})
     SigV4Auth(Credentials(AK, SK), "execute-api", REGION).add_auth(request)

@@ -1,0 +1,20 @@
+"""GET /admin/agents/{agent_id}/credentials: the agent's credentials (never their secrets)."""
+
+from citegate.container import services
+from citegate.http.api import govern, http_handler, json_response, make_resolver
+
+app = make_resolver()
+
+
+@app.get("/admin/agents/<agent_id>/credentials")
+def list_credentials(agent_id: str):  # type: ignore[no-untyped-def]
+    call = govern(app, "admin")
+    items = [
+        c
+        for c in services().policies.list_credentials(agent_id)
+        if c["tenant_id"] == call.principal.tenant_id
+    ]
+    return json_response(200, {"agent_id": agent_id, "credentials": items})
+
+
+lambda_handler = http_handler(app)

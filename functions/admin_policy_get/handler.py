@@ -1,0 +1,19 @@
+"""GET /admin/policies/{principal_key}."""
+
+from citegate.container import services
+from citegate.errors import NotFound
+from citegate.http.api import govern, http_handler, json_response, make_resolver
+
+app = make_resolver()
+
+
+@app.get("/admin/policies/<principal_key>")
+def get_policy(principal_key: str):  # type: ignore[no-untyped-def]
+    call = govern(app, "admin")
+    policy = services().policies.find(principal_key)
+    if policy is None or policy.tenant_id != call.principal.tenant_id:
+        raise NotFound(f"no policy for {principal_key!r}", details={"principal_key": principal_key})
+    return json_response(200, policy.model_dump())
+
+
+lambda_handler = http_handler(app)

@@ -1,0 +1,95 @@
+"""Ingestion: the six step functions, the state machine (from the shared ASL file) and the consumer.
+
+The state machine is `citegate/ingest/ingestion.asl.json`, the very file the local stack runs in
+moto: its `${...FunctionArn}` placeholders are filled by Step Functions' definition substitutions
+with the ARNs of the functions `resources.INGESTION_STEP_FUNCTIONS` names. The consumer starts one
+execution per queued task (named after the task) and reports partial batch failures.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_lambda_event_sources as events
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from citegate import resources, routes
+from infra.constructs.endpoint_function import EndpointFunction
+
+PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+CONSUMER_BATCH_SIZE = 10
+# An ingestion of one document: parse, chunk, embed (up to 15 min), index, finalize, with retries.
+EXECUTION_TIMEOUT = Duration.hours(2)
+
+MakeFunction = Callable[..., EndpointFunction]
+
+
+def asl_definition() -> str:
+    """The shared ASL text; refuses a placeholder that resources.py does not map (or vice versa)."""
+    text = resources.ASL_PATH.read_text()
+    found = set(PLACEHOLDER.findall(text))
+    expected = set(resources.INGESTION_STEP_FUNCTIONS)
+    if found != expected:
+        raise ValueError(
+            f"{resources.ASL_PATH.name} placeholders {sorted(found)} differ from "
+            f"resources.INGESTION_STEP_FUNCTIONS {sorted(expected)}"
+        )
+    return text
+
+
+class Ingestion(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        make_function: MakeFunction,
+        queue: sqs.IQueue,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        definition = asl_definition()
+        self.steps: dict[str, EndpointFunction] = {
+            placeholder: make_function(self, name)
+            for placeholder, name in resources.INGESTION_STEP_FUNCTIONS.items()
+        }
+        name = resources.state_machine_name(stage)
+        self.log_group = logs.LogGroup(
+            self,
+            "StateMachineLogs",
+            log_group_name=f"/aws/vendedlogs/states/{name}",
+            retention=log_retention,
+            removal_policy=removal_policy,
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            state_machine_name=name,
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            definition_body=sfn.DefinitionBody.from_string(definition),
+            definition_substitutions={
+                placeholder: fn.function.function_arn for placeholder, fn in self.steps.items()
+            },
+            tracing_enabled=True,
+            # Execution data is ids and S3 keys only (steps exchange keys under work/, never text).
+            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+            timeout=EXECUTION_TIMEOUT,
+            removal_policy=removal_policy,
+        )
+        # The definition comes from a file, so CDK cannot see the Lambda tasks: grant exactly these.
+        for fn in self.steps.values():
+            fn.function.grant_invoke(self.state_machine.role)
+
+        self.consumer = make_function(self, routes.INGEST_CONSUMER_FUNCTION, state_machine=self.state_machine)
+        self.consumer.function.add_event_source(
+            events.SqsEventSource(
+                queue, batch_size=CONSUMER_BATCH_SIZE, report_batch_item_failures=True
+            )
+        )

@@ -1,0 +1,100 @@
+"""The Lambda layers: the shared `citegate` package and the dependency layers (infra/bundling.py).
+
+Functions get `shared + base` and, where their spec says so, `parsing` (the parse step) or
+`embedder` (the functions that embed text with the offline model). Lambda allows 250 MB unzipped
+per function, code and layers together; `layers_for` refuses a combination that would not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from citegate import resources
+from infra import bundling
+
+
+class Layers(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        architecture: str,
+        embedder: str,
+        build_dir: Path,
+        skip_dependency_build: bool,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.architecture = architecture
+        self.embedder = embedder
+        lambda_arch = architecture_of(architecture)
+
+        shared_dir = bundling.build_shared_layer(build_dir / "shared")
+        if skip_dependency_build:
+            groups = list(bundling.layer_groups(bundling.LockGraph.load(), embedder))
+            self.dependencies = bundling.build_placeholder_layers(build_dir, groups)
+        else:
+            self.dependencies = bundling.build_dependency_layers(
+                build_dir, architecture=architecture, embedder=embedder
+            )
+        self.placeholder = self.dependencies.placeholder
+        self.sizes = {"shared": bundling.folder_size(shared_dir), **self.dependencies.sizes}
+
+        def layer(layer_id: str, name: str, folder: Path, description: str) -> lambda_.LayerVersion:
+            return lambda_.LayerVersion(
+                self,
+                layer_id,
+                layer_version_name=f"{resources.APP}-{stage}-{name}",
+                code=lambda_.Code.from_asset(str(folder)),
+                compatible_runtimes=[lambda_.Runtime.PYTHON_3_11],
+                compatible_architectures=[lambda_arch],
+                description=description[:256],
+                removal_policy=removal_policy,
+            )
+
+        self.shared = layer("Shared", "shared", shared_dir, "citegate: the shared package (layers/citegate)")
+        self.by_group: dict[str, lambda_.LayerVersion] = {}
+        for group, folder in self.dependencies.folders.items():
+            self.by_group[group] = layer(
+                f"Deps{''.join(part.title() for part in group.split('-'))}",
+                f"deps-{group}",
+                folder,
+                f"citegate: {group} dependencies from uv.lock ({architecture})"
+                + (" [placeholder]" if self.placeholder else ""),
+            )
+
+    def groups_for(self, extras: Sequence[str]) -> list[str]:
+        groups = ["base"]
+        for extra in extras:
+            if extra == "embedder":
+                name = f"embedder-{self.embedder}"
+                if name in self.by_group:  # no layer when embeddings come from an endpoint
+                    groups.append(name)
+            else:
+                groups.append(extra)
+        return groups
+
+    def layers_for(self, function: str, extras: Sequence[str], code_size: int) -> list[lambda_.ILayerVersion]:
+        groups = self.groups_for(extras)
+        total = code_size + self.sizes["shared"] + sum(self.dependencies.sizes[g] for g in groups)
+        if total > bundling.LAMBDA_UNZIPPED_LIMIT:
+            raise ValueError(
+                f"{function}: code and layers {groups} unzip to {total / 1e6:.1f} MB, over Lambda's "
+                f"{bundling.LAMBDA_UNZIPPED_LIMIT / 1e6:.1f} MB"
+            )
+        return [self.shared, *(self.by_group[g] for g in groups)]
+
+
+def architecture_of(name: str) -> lambda_.Architecture:
+    if name == "x86_64":
+        return lambda_.Architecture.X86_64
+    if name == "arm64":
+        return lambda_.Architecture.ARM_64
+    raise ValueError(f"unknown architecture {name!r}: x86_64 or arm64")

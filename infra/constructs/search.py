@@ -1,0 +1,340 @@
+"""The search engine: an Amazon OpenSearch Service domain, its access policy and its deploy-time setup.
+
+Why a managed domain and not OpenSearch Serverless: citegate's hybrid search runs in search
+pipelines (normalization-processor for min-max fusion, and score-ranker-processor for RRF, which
+Serverless does not offer), writes chunks with their own `_id` (= ref_id, so a re-ingested document
+replaces its chunks; Serverless vector collections refuse custom ids) and removes a document's
+stale chunks with `delete_by_query` (not supported by Serverless). A domain runs all of it as the
+local conformance suite expects.
+
+Access: IAM only (SigV4-signed requests). The domain's resource-based access policy names exactly
+the roles of the functions that search, index or set the domain up, with the same path-scoped
+actions their identity policies carry: readers may only POST to the chunks index's `_search`,
+`_msearch`, `_mget` and `_count`; writers may also change documents of that index and `_bulk`;
+only the setup function may touch templates and search pipelines. No fine-grained access control:
+with no internal users there is nothing for it to map, and IAM already scopes every role.
+
+At deploy time a custom resource calls `citegate.search.opensearch.setup_opensearch` (index
+template, index, one search pipeline per fusion config), so the functions never need setup rights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from aws_cdk import CustomResource, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_opensearchservice as opensearch
+from aws_cdk import custom_resources as cr
+from cdk_nag import NagPackSuppression, NagSuppressions
+from constructs import Construct
+
+from citegate import resources
+from infra.constructs.endpoint_function import (
+    OPENSEARCH_SETUP_FUNCTION,
+    OPENSEARCH_SETUP_SPEC,
+    EndpointFunction,
+    FunctionSettings,
+)
+from infra.constructs.layers import Layers
+
+REPO = Path(__file__).resolve().parents[2]
+SETUP_CODE = REPO / "infra" / "custom_resources" / "opensearch_setup"
+OPENSEARCH_MODULE = REPO / "layers" / "citegate" / "search" / "opensearch.py"
+
+Access = Literal["read", "write", "admin"]
+
+READ_PATHS = ("_search", "_msearch", "_mget", "_count")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    engine_version: str = "OpenSearch_2.19"  # 2.19+: score-ranker-processor (RRF) and pagination_depth
+    instance_type: str = "t3.medium.search"
+    data_nodes: int = 1
+    volume_gb: int = 20
+    zone_awareness: bool = False
+    dedicated_master_type: str | None = None  # e.g. "m6g.large.search": three dedicated masters
+    index_prefix: str = resources.APP
+    chinese_analyzer: str = "smartcn"
+    dimension: int = 512
+    # Fusion configs whose search pipelines the setup creates (citegate.search.base.FusionConfig).
+    fusions: tuple[tuple[str, float, int], ...] = (("min_max", 0.7, 60), ("rrf", 0.7, 60))
+
+
+def domain_name(stage: str) -> str:
+    """OpenSearch domain names: 3-28 characters, lowercase letters, digits and hyphens."""
+    name = f"{resources.APP}-{stage}"
+    if not (3 <= len(name) <= 28) or not name.replace("-", "").isalnum() or not name.islower():
+        raise ValueError(f"stage {stage!r} makes an invalid OpenSearch domain name {name!r}")
+    return name
+
+
+def index_name(prefix: str) -> str:
+    # Mirrors citegate.search.opensearch.index_name without importing opensearch-py at synth time.
+    return f"{prefix}-chunks"
+
+
+def search_statements(domain_arn: str, prefix: str, access: Access) -> list[iam.PolicyStatement]:
+    index_arn = f"{domain_arn}/{index_name(prefix)}"
+    if access == "admin":
+        return [
+            iam.PolicyStatement(
+                actions=["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"],
+                resources=[domain_arn, f"{domain_arn}/*"],
+            )
+        ]
+    statements = [
+        iam.PolicyStatement(
+            actions=["es:ESHttpGet", "es:ESHttpHead"], resources=[index_arn, f"{index_arn}/*"]
+        ),
+        iam.PolicyStatement(
+            actions=["es:ESHttpPost"], resources=[f"{index_arn}/{path}" for path in READ_PATHS]
+        ),
+    ]
+    if access == "write":
+        statements.append(
+            iam.PolicyStatement(
+                actions=["es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"],
+                resources=[f"{index_arn}/*", f"{domain_arn}/_bulk"],
+            )
+        )
+    return statements
+
+
+class Search(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        settings: SearchSettings,
+        removal_policy: RemovalPolicy,
+        log_retention: logs.RetentionDays,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.settings = settings
+        self.domain_name = domain_name(stage)
+        # Built from the name, not the domain's attribute: the domain's own access policy uses it.
+        self.domain_arn = stack.format_arn(
+            service="es", resource="domain", resource_name=self.domain_name
+        )
+
+        self.log_groups = {
+            kind: logs.LogGroup(
+                self,
+                f"{kind}Logs",
+                log_group_name=f"/aws/opensearch/{self.domain_name}/{kind.lower()}",
+                retention=log_retention,
+                removal_policy=removal_policy,
+            )
+            for kind in ("SearchSlow", "IndexSlow", "Application")
+        }
+        # Our own resource policy (instead of the L2 Domain's custom resource) lets OpenSearch
+        # write to those log groups and nothing else.
+        logs_policy = logs.CfnResourcePolicy(
+            self,
+            "LogsPolicy",
+            policy_name=f"{self.domain_name}-opensearch-logs",
+            policy_document=stack.to_json_string(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "es.amazonaws.com"},
+                            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                            "Resource": [f"{g.log_group_arn}" for g in self.log_groups.values()],
+                            "Condition": {
+                                "StringEquals": {"aws:SourceAccount": stack.account},
+                                "ArnLike": {"aws:SourceArn": self.domain_arn},
+                            },
+                        }
+                    ],
+                }
+            ),
+        )
+
+        zone_awareness = (
+            opensearch.ZoneAwarenessConfig(enabled=True, availability_zone_count=2)
+            if settings.zone_awareness
+            else opensearch.ZoneAwarenessConfig(enabled=False)
+        )
+        self.domain = opensearch.Domain(
+            self,
+            "Domain",
+            domain_name=self.domain_name,
+            version=opensearch.EngineVersion.open_search(settings.engine_version.removeprefix("OpenSearch_")),
+            capacity=opensearch.CapacityConfig(
+                data_nodes=settings.data_nodes,
+                data_node_instance_type=settings.instance_type,
+                master_nodes=3 if settings.dedicated_master_type else None,
+                master_node_instance_type=settings.dedicated_master_type,
+                multi_az_with_standby_enabled=False,
+            ),
+            ebs=opensearch.EbsOptions(volume_size=settings.volume_gb, volume_type=ec2.EbsDeviceVolumeType.GP3),
+            zone_awareness=zone_awareness,
+            encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
+            node_to_node_encryption=True,
+            enforce_https=True,
+            tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2,
+            logging=opensearch.LoggingOptions(
+                slow_search_log_enabled=True,
+                slow_search_log_group=self.log_groups["SearchSlow"],
+                slow_index_log_enabled=True,
+                slow_index_log_group=self.log_groups["IndexSlow"],
+                app_log_enabled=True,
+                app_log_group=self.log_groups["Application"],
+            ),
+            suppress_logs_resource_policy=True,
+            removal_policy=removal_policy,
+        )
+        self.domain.node.add_dependency(logs_policy)
+        self.endpoint_url = f"https://{self.domain.domain_endpoint}"
+
+        self._access_policy = iam.PolicyDocument()
+        cfn_domain: opensearch.CfnDomain = self.domain.node.default_child  # type: ignore[assignment]
+        cfn_domain.access_policies = self._access_policy
+        self.grantees: dict[str, Access] = {}
+
+        suppressions = [
+            NagPackSuppression(
+                id="AwsSolutions-OS1",
+                reason="Public endpoint on purpose: only SigV4-signed requests from the roles in the "
+                "access policy are accepted, and a VPC would put every function in it (NAT gateways "
+                "for the model endpoints, VPC endpoints for DynamoDB, S3, SQS, Step Functions).",
+            ),
+            NagPackSuppression(
+                id="AwsSolutions-OS3",
+                reason="Access is by IAM identity (the named function roles), not by source IP: "
+                "Lambda has no fixed addresses outside a VPC.",
+            ),
+            NagPackSuppression(
+                id="AwsSolutions-OS5",
+                reason="No anonymous access: the access policy allows only the named roles, all "
+                "requests must be SigV4-signed.",
+            ),
+        ]
+        if not settings.dedicated_master_type:
+            suppressions.append(
+                NagPackSuppression(
+                    id="AwsSolutions-OS4",
+                    reason="Dedicated master nodes are a production setting "
+                    "(-c citegate:opensearch_master_type=...); non-production stages run without.",
+                )
+            )
+        if not settings.zone_awareness:
+            suppressions.append(
+                NagPackSuppression(
+                    id="AwsSolutions-OS7",
+                    reason="Zone awareness is a production setting (-c citegate:opensearch_zone_awareness"
+                    "=true, with an even number of data nodes); non-production stages use one node.",
+                )
+            )
+        NagSuppressions.add_resource_suppressions(self.domain, suppressions, apply_to_children=True)
+
+    # ------------------------------------------------------------------ grants
+
+    def grant(self, function: EndpointFunction, access: Access) -> None:
+        """Identity policy on the function's role and the same statements in the domain's policy."""
+        for statement in search_statements(self.domain_arn, self.settings.index_prefix, access):
+            function.role.add_to_principal_policy(statement)
+            resource_statement = statement.copy(principals=[iam.ArnPrincipal(function.role.role_arn)])
+            self._access_policy.add_statements(resource_statement)
+        self.grantees[function.name] = access
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "CITEGATE_SEARCH_ENGINE": "opensearch",
+            "OPENSEARCH_URL": self.endpoint_url,
+            "CITEGATE_OPENSEARCH_INDEX_PREFIX": self.settings.index_prefix,
+        }
+
+    # ------------------------------------------------------------------ deploy-time setup
+
+    def add_setup(self, *, layers: Layers, function_settings: FunctionSettings) -> CustomResource:
+        """The custom resource that creates the template, the index and the search pipelines."""
+        setup = EndpointFunction(
+            self,
+            "SetupFunction",
+            name=OPENSEARCH_SETUP_FUNCTION,
+            spec=OPENSEARCH_SETUP_SPEC,
+            settings=function_settings,
+            layers=layers.layers_for(OPENSEARCH_SETUP_FUNCTION, (), code_size=_size(SETUP_CODE)),
+            code_dir=SETUP_CODE,
+        )
+        self.grant(setup, "admin")
+        provider_logs = logs.LogGroup(
+            self,
+            "SetupProviderLogs",
+            retention=function_settings.log_retention,
+            removal_policy=function_settings.removal_policy,
+        )
+        provider = cr.Provider(
+            self, "SetupProvider", on_event_handler=setup.function, log_group=provider_logs
+        )
+        fusions = [
+            {"method": method, "lexical_weight": weight, "rank_constant": rank}
+            for method, weight, rank in self.settings.fusions
+        ]
+        # A change to the setup code or to the index/pipeline bodies re-runs the setup on deploy.
+        code_hash = hashlib.sha256(
+            (SETUP_CODE / "handler.py").read_bytes() + OPENSEARCH_MODULE.read_bytes()
+        ).hexdigest()[:16]
+        resource = CustomResource(
+            self,
+            "Setup",
+            service_token=provider.service_token,
+            resource_type="Custom::CitegateOpenSearchSetup",
+            properties={
+                "Endpoint": self.domain.domain_endpoint,
+                "Region": Stack.of(self).region,
+                "Prefix": self.settings.index_prefix,
+                "Dimension": str(self.settings.dimension),
+                "ChineseAnalyzer": self.settings.chinese_analyzer,
+                "Fusions": json.dumps(fusions, sort_keys=True),
+                "CodeHash": code_hash,
+            },
+        )
+        # The access policy must name the setup role before the setup runs.
+        resource.node.add_dependency(self.domain)
+        NagSuppressions.add_resource_suppressions(
+            provider,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM4",
+                    reason="The CDK custom resource provider framework's own function uses "
+                    "AWSLambdaBasicExecutionRole; it only relays the event to the setup function.",
+                    applies_to=[
+                        "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+                    ],
+                ),
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    reason="The provider framework invokes any version of the setup function "
+                    "(<function arn>:*), which CDK generates.",
+                ),
+                NagPackSuppression(
+                    id="AwsSolutions-L1",
+                    reason="The provider framework's runtime is chosen by CDK, not by this app.",
+                ),
+            ],
+            apply_to_children=True,
+        )
+        return resource
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+__all__ = ["Search", "SearchSettings", "domain_name", "search_statements"]
+
