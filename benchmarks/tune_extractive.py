@@ -362,15 +362,18 @@ def operating_point(rows: Sequence[SupportRow], scores: Sequence[float]) -> dict
     answerable_zh = sum(1 for r in rows if not r.english)
     impossible = [s for r, s in zip(rows, scores, strict=True) if r.query.impossible]
     best = {"threshold": -math.inf, "declined_unanswerable": 0.0}
+    below = -math.inf
     for t in sorted(set(scores)):
         en = sum(1 for r, s in zip(rows, scores, strict=True) if r.english and r.gold_cited and s >= t)
         zh = sum(1 for r, s in zip(rows, scores, strict=True) if not r.english and r.gold_cited and s >= t)
         if en / answerable_en < TARGET_ANSWERED or zh / answerable_zh < TARGET_ANSWERED:
             break
+        # Halfway to the next lower score, so rounding the printed weights cannot flip the boundary case.
         best = {
-            "threshold": t,
+            "threshold": (t + below) / 2 if below > -math.inf else t - 1.0,
             "declined_unanswerable": sum(1 for s in impossible if s < t) / len(impossible),
         }
+        below = t
     return best
 
 

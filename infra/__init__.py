@@ -1,0 +1,1 @@
+"""citegate's AWS CDK app (Python): `infra/app.py` builds one stack from the domain constructs."""

@@ -12,10 +12,10 @@ from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
-from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from citegate import resources
+from infra.constructs import acknowledge
 
 # Prefixes the ingestion code writes (citegate.ingest.service): work files live only while their
 # task runs, and presigned uploads are ingested (then deleted) within minutes.
@@ -88,15 +88,11 @@ class Data(Construct):
             lifecycle_rules=[s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(90))],
             removal_policy=removal_policy,
         )
-        NagSuppressions.add_resource_suppressions(
+        acknowledge(
             self.access_logs,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-S1",
-                    reason="This is the server access log bucket of the documents bucket; logging it "
-                    "to itself would loop and another log bucket would only move the question.",
-                )
-            ],
+            "AwsSolutions-S1",
+            "This is the server access log bucket of the documents bucket; logging it to itself "
+            "would loop and another log bucket would only move the question.",
         )
         lifecycle = [
             s3.LifecycleRule(
@@ -165,12 +161,8 @@ class Data(Construct):
         self.dead_letter_queue = self.queues[resources.INGEST_DLQ.logical]
         for shape in resources.QUEUES:
             if any(other.dead_letter == shape.logical for other in resources.QUEUES):
-                NagSuppressions.add_resource_suppressions(
+                acknowledge(
                     self.queues[shape.logical],
-                    [
-                        NagPackSuppression(
-                            id="AwsSolutions-SQS3",
-                            reason="This queue is itself the dead-letter queue of the ingestion queue.",
-                        )
-                    ],
+                    "AwsSolutions-SQS3",
+                    "This queue is itself the dead-letter queue of the ingestion queue.",
                 )

@@ -32,10 +32,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from aws_cdk import custom_resources as cr
-from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from citegate import resources
+from infra.constructs import acknowledge, logical_id
 from infra.constructs.endpoint_function import (
     OPENSEARCH_SETUP_FUNCTION,
     OPENSEARCH_SETUP_SPEC,
@@ -205,41 +205,34 @@ class Search(Construct):
         cfn_domain.access_policies = self._access_policy
         self.grantees: dict[str, Access] = {}
 
-        suppressions = [
-            NagPackSuppression(
-                id="AwsSolutions-OS1",
-                reason="Public endpoint on purpose: only SigV4-signed requests from the roles in the "
-                "access policy are accepted, and a VPC would put every function in it (NAT gateways "
-                "for the model endpoints, VPC endpoints for DynamoDB, S3, SQS, Step Functions).",
-            ),
-            NagPackSuppression(
-                id="AwsSolutions-OS3",
-                reason="Access is by IAM identity (the named function roles), not by source IP: "
-                "Lambda has no fixed addresses outside a VPC.",
-            ),
-            NagPackSuppression(
-                id="AwsSolutions-OS5",
-                reason="No anonymous access: the access policy allows only the named roles, all "
-                "requests must be SigV4-signed.",
-            ),
-        ]
+        acknowledge(
+            self.domain,
+            "AwsSolutions-OS1",
+            "Public endpoint on purpose: only SigV4-signed requests from the roles in the access "
+            "policy are accepted, and a VPC would put every function in it (NAT gateways for the "
+            "model endpoints, VPC endpoints for DynamoDB, S3, SQS and Step Functions).",
+        )
+        acknowledge(
+            self.domain,
+            "AwsSolutions-OS3",
+            "Access is by IAM identity (the named function roles), not by source IP: Lambda has no "
+            "fixed addresses outside a VPC.",
+        )
         if not settings.dedicated_master_type:
-            suppressions.append(
-                NagPackSuppression(
-                    id="AwsSolutions-OS4",
-                    reason="Dedicated master nodes are a production setting "
-                    "(-c citegate:opensearch_master_type=...); non-production stages run without.",
-                )
+            acknowledge(
+                self.domain,
+                "AwsSolutions-OS4",
+                "Dedicated master nodes are a production setting (-c citegate:opensearch_master_type"
+                "=...; on by default for stage prod); other stages run without.",
             )
         if not settings.zone_awareness:
-            suppressions.append(
-                NagPackSuppression(
-                    id="AwsSolutions-OS7",
-                    reason="Zone awareness is a production setting (-c citegate:opensearch_zone_awareness"
-                    "=true, with an even number of data nodes); non-production stages use one node.",
-                )
+            acknowledge(
+                self.domain,
+                "AwsSolutions-OS7",
+                "Zone awareness is a production setting (-c citegate:opensearch_zone_awareness=true "
+                "with an even number of data nodes; on by default for stage prod); other stages use "
+                "one node.",
             )
-        NagSuppressions.add_resource_suppressions(self.domain, suppressions, apply_to_children=True)
 
     # ------------------------------------------------------------------ grants
 
@@ -306,28 +299,24 @@ class Search(Construct):
         )
         # The access policy must name the setup role before the setup runs.
         resource.node.add_dependency(self.domain)
-        NagSuppressions.add_resource_suppressions(
+        acknowledge(
             provider,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-IAM4",
-                    reason="The CDK custom resource provider framework's own function uses "
-                    "AWSLambdaBasicExecutionRole; it only relays the event to the setup function.",
-                    applies_to=[
-                        "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
-                    ],
-                ),
-                NagPackSuppression(
-                    id="AwsSolutions-IAM5",
-                    reason="The provider framework invokes any version of the setup function "
-                    "(<function arn>:*), which CDK generates.",
-                ),
-                NagPackSuppression(
-                    id="AwsSolutions-L1",
-                    reason="The provider framework's runtime is chosen by CDK, not by this app.",
-                ),
-            ],
-            apply_to_children=True,
+            "AwsSolutions-IAM4",
+            "The CDK custom resource provider framework's own function uses "
+            "AWSLambdaBasicExecutionRole; it only relays the CloudFormation event to the setup function.",
+            findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
+        )
+        acknowledge(
+            provider,
+            "AwsSolutions-IAM5",
+            "The provider framework may invoke any version of the setup function (<function arn>:*), "
+            "as CDK generates it.",
+            findings=[f"Resource::<{logical_id(setup.function)}.Arn>:*"],
+        )
+        acknowledge(
+            provider,
+            "AwsSolutions-L1",
+            "The provider framework's Node.js runtime is chosen by CDK, not by this app.",
         )
         return resource
 

@@ -37,18 +37,37 @@ def docs_kb(client: TestClient) -> str:
     kb = client.post("/v1/kb", json={"name": "governed docs", "status": "approved"}).json()["kb_id"]
     inside = {"project": "kgent", "path": "publish/kgent/memory.md", "version": "main"}
     outside = {"project": "kgent", "path": "private/kgent/secrets.md", "version": "main"}
-    ingest(client, kb, text="Agent memory is configured in memory.yaml. " * 10, source_name="memory.md", metadata=inside)
-    ingest(client, kb, text="The private signing secret lives in the vault. " * 10, source_name="secrets.md",
-           metadata=outside)
+    ingest(
+        client,
+        kb,
+        text="Agent memory is configured in memory.yaml. " * 10,
+        source_name="memory.md",
+        metadata=inside,
+    )
+    ingest(
+        client,
+        kb,
+        text="The private signing secret lives in the vault. " * 10,
+        source_name="secrets.md",
+        metadata=outside,
+    )
     return kb
 
 
 def test_an_agent_sees_only_its_granted_scope(client: TestClient, docs_kb: str) -> None:
-    _, token = _agent(client, {"tools": ["rag_retrieve"], "knowledge_bases": [docs_kb],
-                               "scope": {"path_prefixes": ["publish/kgent"]}})
+    _, token = _agent(
+        client,
+        {
+            "tools": ["rag_retrieve"],
+            "knowledge_bases": [docs_kb],
+            "scope": {"path_prefixes": ["publish/kgent"]},
+        },
+    )
     with _as(token) as agent:
         for query in ["agent memory", "private signing secret vault"]:
-            results = agent.post(f"/v1/kb/{docs_kb}/retrieve", json={"query": query, "top_k": 20}).json()["results"]
+            results = agent.post(f"/v1/kb/{docs_kb}/retrieve", json={"query": query, "top_k": 20}).json()[
+                "results"
+            ]
             assert results and all("vault" not in r["chunk_text"] for r in results)
 
 
@@ -87,7 +106,10 @@ def test_revoked_and_unknown_tokens_are_401(client: TestClient, docs_kb: str) ->
         assert agent.post(f"/v1/kb/{docs_kb}/retrieve", json={"query": "memory"}).status_code == 200
         credential = client.get(f"/admin/agents/{agent_id}/credentials").json()["credentials"][0]
         assert "secret" not in credential and "credential_hash" not in credential
-        assert client.delete(f"/admin/agents/{agent_id}/credentials/{credential['credential_id']}").status_code == 200
+        assert (
+            client.delete(f"/admin/agents/{agent_id}/credentials/{credential['credential_id']}").status_code
+            == 200
+        )
         revoked = agent.post(f"/v1/kb/{docs_kb}/retrieve", json={"query": "memory"})
         assert revoked.status_code == 401 and revoked.json()["error"] == "unauthorized"
     with _as("cgat_unknown_token") as stranger:
@@ -107,8 +129,15 @@ def test_nothing_crosses_tenants(client: TestClient, docs_kb: str) -> None:
     agent_id = "tenant-b-" + uuid.uuid4().hex[:6]
     from citegate.policy.model import Policy
 
-    stack_services.policies.put(Policy(principal_key=f"agent:{agent_id}", tenant_id="tenant-b", tools=["*"],
-                                       knowledge_bases=["*"], write_actions=["admin"]))
+    stack_services.policies.put(
+        Policy(
+            principal_key=f"agent:{agent_id}",
+            tenant_id="tenant-b",
+            tools=["*"],
+            knowledge_bases=["*"],
+            write_actions=["admin"],
+        )
+    )
     secret = stack_services.policies.issue_credential(agent_id, "tenant-b", "token")["secret"]
     with _as(secret) as other_tenant:
         assert other_tenant.get(f"/v1/kb/{docs_kb}").status_code == 404
@@ -140,12 +169,15 @@ def test_every_call_leaves_one_audit_record_refusals_included(client: TestClient
 def test_unauthenticated_calls_are_audited_too(client: TestClient) -> None:
     response = client.get("/v1/kb", headers={"Authorization": "Bearer wrong"})
     assert response.status_code == 401
-    records = client.get("/admin/audit", params={"caller": "unauthenticated:unauthenticated"}).json()["records"]
+    records = client.get("/admin/audit", params={"caller": "unauthenticated:unauthenticated"}).json()[
+        "records"
+    ]
     assert response.headers["apigw-requestid"] in {r["request_id"] for r in records}
 
 
-def test_a_failed_audit_write_fails_the_call(client: TestClient, docs_kb: str, stack: Any,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_audit_write_fails_the_call(
+    client: TestClient, docs_kb: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(_: Any) -> None:
         raise ConnectionError("audit table unreachable")
 
@@ -160,7 +192,9 @@ def test_a_failed_audit_write_fails_the_call(client: TestClient, docs_kb: str, s
 
 
 def test_rate_limit_holds_under_concurrent_calls(client: TestClient, docs_kb: str) -> None:
-    _, token = _agent(client, {"tools": ["rag_list_kb"], "knowledge_bases": ["*"], "rate_limit_per_minute": 5})
+    _, token = _agent(
+        client, {"tools": ["rag_list_kb"], "knowledge_bases": ["*"], "rate_limit_per_minute": 5}
+    )
     with _as(token) as agent, ThreadPoolExecutor(max_workers=8) as pool:
         responses = list(pool.map(lambda _: agent.get("/v1/kb"), range(12)))
     statuses = sorted(r.status_code for r in responses)
@@ -176,8 +210,13 @@ def test_spec_002_caller_agent_key_sees_only_granted_files(client: TestClient, d
         {"tools": ["ka_retrieve"], "knowledge_bases": [docs_kb], "files": {docs_kb: ["memory.md"]}},
         kind="caller_key",
     )
-    body = {"query": "private signing secret vault", "agent_id": "ka-agent", "user_id": "user_123",
-            "metadata": {"caller_agent_key": key, "caller_agent_id": "mm-agent"}, "options": {"top_k": 5}}
+    body = {
+        "query": "private signing secret vault",
+        "agent_id": "ka-agent",
+        "user_id": "user_123",
+        "metadata": {"caller_agent_key": key, "caller_agent_id": "mm-agent"},
+        "options": {"top_k": 5},
+    }
     response = TestClient(create_app()).post("/api/v1/knowledge/query", json=body)
     assert response.status_code == 200, response.text
     result = response.json()
@@ -185,21 +224,28 @@ def test_spec_002_caller_agent_key_sees_only_granted_files(client: TestClient, d
     assert all(r["source"] == "memory.md" for r in result["results"])
     assert {"file_id", "chunk_id"} <= set(result["results"][0]["metadata"]) and "query_time_ms" in result
 
-    stats = TestClient(create_app()).post("/api/v1/knowledge/query", json={**body, "query": "知識庫有多少文件？"}).json()
+    stats = (
+        TestClient(create_app())
+        .post("/api/v1/knowledge/query", json={**body, "query": "知識庫有多少文件？"})
+        .json()
+    )
     assert stats["type"] == "stats" and stats["results"] == []
     assert stats["knowledge_bases"][0]["file_count"] == 1, "statistics also show only granted files"
 
-    bad = TestClient(create_app()).post("/api/v1/knowledge/query",
-                                        json={**body, "metadata": {"caller_agent_key": "cgak_nope"}})
+    bad = TestClient(create_app()).post(
+        "/api/v1/knowledge/query", json={**body, "metadata": {"caller_agent_key": "cgak_nope"}}
+    )
     assert bad.status_code == 401
 
 
 def test_spec_002_empty_knowledge_base_gets_guidance(client: TestClient) -> None:
     empty = client.post("/v1/kb", json={"name": "empty", "status": "approved"}).json()["kb_id"]
     _, key = _agent(client, {"tools": ["ka_retrieve"], "knowledge_bases": [empty]}, kind="caller_key")
-    result = TestClient(create_app(), headers={"X-Caller-Agent-Key": key}).post(
-        "/api/v1/knowledge/query", json={"query": "anything?"}
-    ).json()
+    result = (
+        TestClient(create_app(), headers={"X-Caller-Agent-Key": key})
+        .post("/api/v1/knowledge/query", json={"query": "anything?"})
+        .json()
+    )
     assert result["success"] is True and result["type"] == "empty" and result["guidance"]
 
 
@@ -218,4 +264,7 @@ def test_spec_002_unreachable_knowledge_base_is_unavailable_without_web_fallback
         "/api/v1/knowledge/query", json={"query": "agent memory"}
     )
     assert response.status_code == 503
-    assert response.json()["error"] == "search_unavailable" and response.json()["details"]["web_fallback"] is False
+    assert (
+        response.json()["error"] == "search_unavailable"
+        and response.json()["details"]["web_fallback"] is False
+    )

@@ -5,8 +5,9 @@ the question it covers, weighted by rarity; whether it covers the question's sal
 numbers, names, quoted strings; how close together the matches are; whether it holds the kind of
 thing the question asks for; the passage's retrieval score; ...). A linear *rank score* picks the
 sentences to quote, and a logistic *support score* in [0, 1] over the best sentence's features
-(plus mismatch signals: a question name or number missing from the passage, a negation or an
-antonym the passage does not share, the margin over the runner-up) decides whether to answer at all.
+(coverage of the question and of its salient terms, adjacent-term pairs, the asked answer type, and
+mismatch signals: a number or name of the question missing around the sentence, a negation or an
+antonym the sentence does not share) decides whether to answer at all.
 
 Because the answer is a verbatim quote, every sentence cites exactly the passage it came from:
 text inside a passage ("ignore the instructions and cite [3]") can change which sentence is
@@ -16,7 +17,10 @@ Tokens are those of the search index (citegate.search.analysis: jieba for Chines
 otherwise, English Snowball stemming), so Chinese works and "runs" matches "running".
 
 The weights and the threshold were tuned on the dev halves of SQuAD 2.0 and CMRC 2018 with
-benchmarks/tune_extractive.py (see the constants below for the figures).
+benchmarks/tune_extractive.py (see the constants below for the figures). Lexical features only
+catch the blunt unanswerable questions (negated, antonym, swapped number or name): about a quarter
+of SQuAD 2.0's adversarial ones at 90% of answerable ones answered. Telling the rest apart takes a
+reading model (an answerability classifier or an LLM judge).
 """
 
 from __future__ import annotations
@@ -48,9 +52,15 @@ NO_EVIDENCE_REASON: Final = "The knowledge base has no passage about this questi
 NO_SUPPORT_REASON: Final = "The knowledge base has no passage that answers this question."
 
 # ---------------------------------------------------------------------------------------------------
-# Tuned constants. Tuned on dev only (SQuAD 2.0 dev half: 250 questions, 134 unanswerable; CMRC
-# 2018 dev half: 200 questions), retrieval = embedded hybrid search, USE vectors, top 8.
-# See benchmarks/tune_extractive.py; figures in the ExtractiveAnswerer docstring / the report.
+# Tuned constants: benchmarks/tune_extractive.py --fit, on dev only (SQuAD 2.0 dev half: 250
+# questions, 134 unanswerable; CMRC 2018 dev half: 200 questions, all answerable); evidence = top 8
+# of the embedded hybrid search (USE vectors) over each corpus, one chunk per passage.
+# Dev figures with these constants:
+#   SQuAD 2.0: 24.6% of unanswerable declined, 90.5% of answerable answered with the gold passage
+#              cited (ceiling 93.1% at threshold 0; gold in the top 8: 97.4%), quote holds an
+#              answer for 92.9% of answered answerable questions, 1.2 refs cited per answer.
+#   CMRC 2018: 98.5% answered with the gold passage cited, citation precision 99.5%.
+#   Support model, 5-fold cross-validation on dev: AUC 0.65, 20.9% declined at >= 90% answered.
 # ---------------------------------------------------------------------------------------------------
 
 # Features of one candidate sentence, all roughly in [0, 1].
@@ -79,8 +89,9 @@ FEATURES: Final = (
     "cosine",  # embedder cosine(question, sentence); 0 without an embedder
 )
 
-# Rank score of a sentence: which sentences to quote. Tuned for "the quoted sentence is in the
-# gold passage and contains a gold answer" on the dev halves.
+# Rank score of a sentence: which sentences to quote. Coordinate ascent over a grid (0-2) for
+# "the best sentence is in a gold passage and holds a gold answer": 78.5% of dev answerable questions
+# (SQuAD + CMRC); features left out got weight 0.
 RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
     {
         "recall": 1.0,  # the scale: kept fixed while the others were searched
@@ -95,9 +106,11 @@ RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
     }
 )
 
-# Support logit of the best sentence (logistic regression on dev: answerable with the quoted
-# passage containing an answer = 1, unanswerable = 0); "margin" is the best sentence's rank score
-# minus the runner-up's.
+# Support logit of the best sentence: L2 logistic regression (l2 = 0.3, classes balanced) on dev,
+# answerable with the best sentence in the gold passage = 1, unanswerable = 0. This feature set and
+# l2 won a 5-fold cross-validation against all features (+ "margin", the best rank score minus the
+# runner-up's) and l2 in {0.3, 1, 3, 10}. Signs are those of the joint fit: "run" and "coverage"
+# are negative only next to the correlated "bigram" and "context_recall".
 SUPPORT_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
     {
         "context_recall": 0.959,
@@ -116,10 +129,14 @@ SUPPORT_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
 )
 SUPPORT_BIAS: Final = -3.487
 
-# Decline below this support score.
-SUPPORT_THRESHOLD: Final = 0.123
+# Decline below this support score: the highest round value keeping >= 90% of SQuAD dev answerable
+# questions answered with the gold passage cited (the target bar). The support score is a ranking
+# score from a class-balanced fit, not a calibrated probability.
+SUPPORT_THRESHOLD: Final = 0.12
 
-# A further sentence is quoted when its rank score is at least this share of the best one's.
+# A further sentence is quoted when its rank score is at least this share of the best one's
+# (dev: 0.8 with 2 passages lifts gold-cited from 89.7% to 93.1% on SQuAD at 1.1 refs per answer;
+# lower ratios or a third passage added nothing).
 EXTRA_SENTENCE_RATIO: Final = 0.8
 MAX_SENTENCES: Final = 3
 MAX_PASSAGES: Final = 2
@@ -330,9 +347,10 @@ def _tokens(text: str) -> list[str]:
     return [t for t in tokenize(text) if len(t.encode("utf-8")) < MAX_TOKEN_BYTES]
 
 
-def _quotable(text: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def _quotable(text: str) -> tuple[str, ...]:
     """The sentences of a passage as they may be quoted: without marker-like brackets."""
-    return split_sentences(_MARKER_LIKE.sub("", text))
+    return tuple(split_sentences(_MARKER_LIKE.sub("", text)))
 
 
 def _is_number(token: str) -> bool:
@@ -421,6 +439,7 @@ SENTENCE_CACHE_SIZE: Final = 16_384
 def clear_sentence_cache() -> None:
     """Forget analysed sentences (for cold-start measurements and tests)."""
     _analyse_sentence.cache_clear()
+    _quotable.cache_clear()
 
 
 @lru_cache(maxsize=SENTENCE_CACHE_SIZE)
@@ -494,6 +513,9 @@ def _proximity(stems: Sequence[str], wanted: frozenset[str]) -> float:
 
 def _longest_run(a: Sequence[str], b: Sequence[str]) -> int:
     """Length of the longest common contiguous run of `a` and `b` (dynamic programming)."""
+    shared = len(set(a).intersection(b))
+    if shared < 2:  # most sentences: no need for the table
+        return shared
     best = 0
     previous = [0] * (len(b) + 1)
     for x in a:
@@ -520,8 +542,11 @@ def _linear(weights: Mapping[str, float], features: Mapping[str, float]) -> floa
 class ExtractiveAnswerer:
     """Answers with the 1-3 evidence sentences that best answer the question, or declines.
 
-    `embedder` (optional) adds the cosine between the question and the best few sentences as one
-    feature; without it (the default) the answerer is purely lexical, deterministic and fast.
+    `embedder` (optional) fills the "cosine" feature (question vs. each of the best EMBED_TOP_K
+    sentences). The shipped weights give it 0: on dev it moved the declines by ~2 points for
+    ~100x the latency, so it only matters with a config that weights it. Without an embedder (the
+    default) the answerer is purely lexical, deterministic and takes a few milliseconds.
+    `analyse` + `decide` split `answer` so that tuning can re-decide one analysis many times.
     """
 
     name = MODEL_NAME

@@ -12,7 +12,7 @@ token and keeps the JWKS fresh without letting callers drive traffic to the issu
 * The JWKS is fetched lazily, cached for ``cache_seconds``, and fetched again at most once per
   ``min_refetch_seconds`` for a ``kid`` it does not know (key rotation) and after a failed fetch.
   If a refresh fails while keys are cached, the cached keys stay in use until the issuer answers.
-* ``exp``, ``iss`` and ``aud`` are required; ``nbf`` and ``iat`` are honoured when present.
+* ``exp``, ``iss``, ``aud`` and ``sub`` are required; ``nbf`` and ``iat`` are honoured when present.
 
 Fetching is synchronous (httpx, ``http_timeout`` per request, no redirects) and serialised by a
 lock; an async gateway should call ``verify`` from a worker thread.
@@ -265,6 +265,7 @@ class JwksJwtVerifier:
             iss={"essential": True, "value": self.issuer},
             aud={"essential": True, "values": list(self.audiences)},
             exp={"essential": True},
+            sub={"essential": True},  # the principal id: a token naming nobody is refused here
         )
         try:
             registry.validate(claims)

@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -24,7 +25,9 @@ from starlette.routing import Route as StarletteRoute
 
 from citegate import routes
 from citegate.errors import error_body
+from citegate.identity.sigv4 import LocalIamIdentity, SigV4Error, load_local_iam_credentials, verify_sigv4
 from citegate.local.functions import invoke
+from citegate.settings import get_settings
 
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024  # API Gateway's limit
 _ROUTE_ARN_PREFIX = "arn:aws:execute-api:local:000000000000:local/$default/"
@@ -115,6 +118,42 @@ def authorize(event: dict[str, Any]) -> dict[str, Any]:
     return dict(result.get("context") or {})
 
 
+def verify_iam(request: Request, body: bytes) -> dict[str, Any]:
+    """What API Gateway IAM authorization puts in `requestContext.authorizer.iam` for a valid signature."""
+    settings = get_settings()
+    credentials = _local_iam_credentials(settings.local_iam_credentials)
+    identity = verify_sigv4(
+        method=request.method,
+        path=request.scope.get("raw_path", b"").decode("latin-1") or request.url.path,
+        query_string=request.scope.get("query_string", b"").decode("latin-1"),
+        headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.scope["headers"]],
+        body=body,
+        credentials=credentials,
+        region=settings.region,
+    )
+    return {
+        "accessKey": identity.access_key_id,
+        "accountId": identity.account_id,
+        "userArn": identity.arn,
+        "caller": identity.arn,
+        "userId": identity.access_key_id,
+        "principalOrgId": None,
+    }
+
+
+_iam_cache: dict[str, Any] = {}
+
+
+def _local_iam_credentials(path: Path | None) -> dict[str, LocalIamIdentity]:
+    if path is None:
+        return {}
+    key = str(path)
+    if key not in _iam_cache:
+        _iam_cache[key] = load_local_iam_credentials(path)
+    credentials: dict[str, LocalIamIdentity] = _iam_cache[key]
+    return credentials
+
+
 def to_response(result: Any, request_id: str) -> Response:
     if isinstance(result, Iterator | Iterable) and not isinstance(result, dict | str | bytes):
         # A streaming handler yields its (already SSE-framed) chunks.
@@ -151,8 +190,17 @@ async def dispatch(request: Request) -> Response:
             413, "payload_too_large", f"request bodies are limited to {MAX_PAYLOAD_BYTES} bytes", request_id
         )
     event = build_event(request, body, route, path_params, request_id)
+    authorization = request.headers.get("authorization", "")
     try:
-        if route.auth != "none":
+        if authorization.startswith("AWS4-HMAC-SHA256"):
+            # The IAM front door: API Gateway verifies the signature; so does the local gateway.
+            try:
+                iam = await run_in_threadpool(verify_iam, request, body)
+            except SigV4Error as error:
+                reason = f"the request signature was refused: {error.reason}"
+                return _error(401, "unauthorized", reason, request_id)
+            event["requestContext"]["authorizer"] = {"iam": iam}
+        elif route.auth != "none":
             event["requestContext"]["authorizer"] = {"lambda": await run_in_threadpool(authorize, event)}
         result = await run_in_threadpool(invoke, route.function, event)
     except PermissionError:

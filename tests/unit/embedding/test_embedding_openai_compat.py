@@ -71,7 +71,9 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "slow":
             time.sleep(0.5)
         inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
-        data = [{"object": "embedding", "index": i, "embedding": raw_vector(t)} for i, t in enumerate(inputs)]
+        data: list[dict[str, Any]] = [
+            {"object": "embedding", "index": i, "embedding": raw_vector(t)} for i, t in enumerate(inputs)
+        ]
         if mode == "reversed":
             data.reverse()
         if mode == "short":

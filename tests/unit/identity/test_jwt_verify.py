@@ -128,9 +128,10 @@ def test_expired(issuer: OidcIssuer) -> None:
     assert reason(verifier_for(issuer), token) == "expired"
 
 
-def test_expiry_is_required(issuer: OidcIssuer) -> None:
+@pytest.mark.parametrize("claim", ["exp", "sub"])
+def test_expiry_and_subject_are_required(issuer: OidcIssuer, claim: str) -> None:
     claims = issuer.claims_for("alice", audience=AUDIENCE)
-    del claims["exp"]
+    del claims[claim]
     token = sign_jws({"alg": "RS256", "kid": issuer.current.kid}, claims, RSA_KEYS[0])
     assert reason(verifier_for(issuer), token) == "missing required claim"
 

@@ -1,0 +1,51 @@
+"""The CDK app: `cdk synth -c stage=dev` (cdk.json runs this file with the project's venv).
+
+Context: `stage` (default "dev") and the `citegate:*` keys read by infra.stack.CitegateConfig.
+cdk-nag's AwsSolutions checks run on the whole app; every suppression carries its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+for path in (REPO, REPO / "layers"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+# The jsii runtime warns on every start under Node 20; it works, and the warning drowns the output.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from aws_cdk import App, Aspects, Environment  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+from citegate import resources  # noqa: E402
+from infra.stack import CitegateConfig, CitegateStack  # noqa: E402
+
+
+def build(context: dict[str, Any] | None = None, *, outdir: str | None = None) -> tuple[App, CitegateStack]:
+    """The app and its stack, with cdk-nag attached (its findings appear when the app synthesizes)."""
+    app = App(context=context, outdir=outdir)
+    config = CitegateConfig.from_context(app.node.try_get_context)
+    account = os.environ.get("CDK_DEFAULT_ACCOUNT")
+    region = os.environ.get("CDK_DEFAULT_REGION")
+    stack = CitegateStack(
+        app,
+        f"{resources.APP}-{config.stage}",
+        config=config,
+        env=Environment(account=account, region=region) if account or region else None,
+        description=f"citegate ({config.stage}): governed, cited knowledge answering",
+    )
+    Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    return app, stack
+
+
+def main() -> None:
+    app, _ = build()
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

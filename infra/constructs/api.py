@@ -1,0 +1,221 @@
+"""The two front doors (PRODUCT.md, "Decisions"): one HTTP API per kind of caller, same functions.
+
+An HTTP API route takes one authorizer, so:
+- the public API (pages, services, token and JWT callers, anonymous public-read) routes every
+  `principal` route through the Lambda REQUEST authorizer: simple responses, payload 2.0. The
+  authorizer always authorizes and hands the handler either a principal or `auth_error`, so the
+  handler answers 401 in the decided JSON error shape (API Gateway's own denial has a fixed body).
+  It runs on every request (no identity source, results caching off): anonymous requests have no
+  Authorization header to key a cache on, and an identity source would make API Gateway answer
+  them 401 itself without calling the authorizer.
+- the agent API routes the same paths with IAM authorization: SigV4-signed agents, whose IAM
+  principal the handler maps to an agent identity.
+`GET /healthz` is open on both. Both stages have default route throttling and JSON access logs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+from aws_cdk import CfnOutput, Duration, RemovalPolicy
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from citegate import resources, routes
+from infra.constructs import acknowledge
+from infra.constructs.endpoint_function import EndpointFunction
+
+MakeFunction = Callable[..., EndpointFunction]
+
+ACCESS_LOG_FORMAT = {
+    "requestId": "$context.requestId",
+    "extendedRequestId": "$context.extendedRequestId",
+    "requestTime": "$context.requestTime",
+    "ip": "$context.identity.sourceIp",
+    "userAgent": "$context.identity.userAgent",
+    "httpMethod": "$context.httpMethod",
+    "routeKey": "$context.routeKey",
+    "path": "$context.path",
+    "status": "$context.status",
+    "protocol": "$context.protocol",
+    "responseLength": "$context.responseLength",
+    "responseLatency": "$context.responseLatency",
+    "integrationLatency": "$context.integrationLatency",
+    "integrationError": "$context.integrationErrorMessage",
+    "authorizerError": "$context.authorizer.error",
+    "principalType": "$context.authorizer.principal_type",
+    "principalId": "$context.authorizer.principal_id",
+    "iamUserArn": "$context.identity.userArn",
+}
+
+
+def camel(name: str) -> str:
+    return "".join(part.title() for part in name.replace("-", "_").split("_"))
+
+
+class Api(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        make_function: MakeFunction,
+        page_origins: Sequence[str],
+        throttle_rate: float,
+        throttle_burst: int,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        prefix = f"{resources.APP}-{stage}"
+
+        # Spec 004's bearer token (RAG_API_TOKEN), generated at deploy time; the authorizer gets it
+        # through a CloudFormation dynamic reference, so it never appears in the template.
+        self.api_token = secretsmanager.Secret(
+            self,
+            "ApiToken",
+            secret_name=f"{resources.APP}/{stage}/rag-api-token",
+            description="citegate: the spec 004 bearer token (RAG_API_TOKEN) of the service principal",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                exclude_punctuation=True, password_length=48
+            ),
+            removal_policy=removal_policy,
+        )
+        acknowledge(
+            self.api_token,
+            "AwsSolutions-SMG4",
+            "A static bearer token shared with existing spec 004 clients: rotating it needs those "
+            "clients updated together, so it is rotated on purpose, not by a schedule.",
+        )
+
+        self.functions: dict[str, EndpointFunction] = {}
+        for route in routes.ROUTES:
+            if route.function not in self.functions:
+                self.functions[route.function] = make_function(self, route.function)
+        self.authorizer_function = make_function(
+            self,
+            routes.AUTHORIZER_FUNCTION,
+            environment={"RAG_API_TOKEN": self.api_token.secret_value.unsafe_unwrap()},
+        )
+        principal_authorizer = authorizers.HttpLambdaAuthorizer(
+            "PrincipalAuthorizer",
+            self.authorizer_function.function,
+            authorizer_name=f"{prefix}-principal",
+            response_types=[authorizers.HttpLambdaResponseType.SIMPLE],
+            identity_source=[],
+            results_cache_ttl=Duration.seconds(0),
+        )
+        iam_authorizer = authorizers.HttpIamAuthorizer()
+        open_route = apigwv2.HttpNoneAuthorizer()
+
+        self.public_api = apigwv2.HttpApi(
+            self,
+            "PublicApi",
+            api_name=f"{prefix}-api",
+            description="citegate: pages, services and token callers (Lambda authorizer)",
+            create_default_stage=False,
+            cors_preflight=apigwv2.CorsPreflightOptions(
+                allow_origins=list(page_origins),
+                allow_methods=[
+                    apigwv2.CorsHttpMethod.GET,
+                    apigwv2.CorsHttpMethod.POST,
+                    apigwv2.CorsHttpMethod.PATCH,
+                    apigwv2.CorsHttpMethod.DELETE,
+                    apigwv2.CorsHttpMethod.OPTIONS,
+                ],
+                allow_headers=["authorization", "content-type", "x-request-id"],
+                expose_headers=["location", "x-request-id"],
+                max_age=Duration.hours(1),
+            )
+            if page_origins
+            else None,
+        )
+        self.agent_api = apigwv2.HttpApi(
+            self,
+            "AgentApi",
+            api_name=f"{prefix}-agents",
+            description="citegate: agents with SigV4-signed requests (IAM authorization)",
+            create_default_stage=False,
+        )
+        self.public_stage = self._stage("Public", self.public_api, f"{prefix}-api", throttle_rate,
+                                        throttle_burst, log_retention, removal_policy)
+        self.agent_stage = self._stage("Agent", self.agent_api, f"{prefix}-agents", throttle_rate,
+                                       throttle_burst, log_retention, removal_policy)
+
+        self.routes: dict[str, dict[str, apigwv2.HttpRoute]] = {"public": {}, "agent": {}}
+        integrations_by_api: dict[tuple[str, str], integrations.HttpLambdaIntegration] = {}
+        for route in routes.ROUTES:
+            function = self.functions[route.function].function
+            for door, api in (("public", self.public_api), ("agent", self.agent_api)):
+                key = (door, route.function)
+                if key not in integrations_by_api:
+                    integrations_by_api[key] = integrations.HttpLambdaIntegration(
+                        f"{door.title()}{camel(route.function)}Integration",
+                        function,
+                        payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+                    )
+                if route.auth == "none":
+                    authorizer: apigwv2.IHttpRouteAuthorizer = open_route
+                elif door == "public":
+                    authorizer = principal_authorizer
+                else:
+                    authorizer = iam_authorizer
+                (created,) = api.add_routes(
+                    path=route.path,
+                    methods=[apigwv2.HttpMethod[route.method]],
+                    integration=integrations_by_api[key],
+                    authorizer=authorizer,
+                )
+                self.routes[door][route.route_key] = created
+                if route.auth == "none":
+                    acknowledge(
+                        created,
+                        "AwsSolutions-APIG4",
+                        f"{route.route_key} is open by decision (PRODUCT.md: it answers without a "
+                        "token); it reports health only.",
+                    )
+
+        CfnOutput(self, "PublicApiUrl", value=self.public_stage.url,
+                  description="Public front door (Lambda authorizer: bearer token, JWT, anonymous)")
+        CfnOutput(self, "AgentApiUrl", value=self.agent_stage.url,
+                  description="Agent front door (IAM authorization: SigV4-signed requests)")
+        CfnOutput(self, "ApiTokenSecretArn", value=self.api_token.secret_arn,
+                  description="Secrets Manager secret holding RAG_API_TOKEN")
+
+    def _stage(
+        self,
+        name: str,
+        api: apigwv2.HttpApi,
+        log_name: str,
+        rate: float,
+        burst: int,
+        retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> apigwv2.HttpStage:
+        log_group = logs.LogGroup(
+            self,
+            f"{name}AccessLogs",
+            log_group_name=f"/aws/apigateway/{log_name}/access",
+            retention=retention,
+            removal_policy=removal_policy,
+        )
+        stage = apigwv2.HttpStage(
+            self,
+            f"{name}Stage",
+            http_api=api,
+            stage_name="$default",
+            auto_deploy=True,
+            throttle=apigwv2.ThrottleSettings(rate_limit=rate, burst_limit=burst),
+        )
+        cfn_stage: apigwv2.CfnStage = stage.node.default_child  # type: ignore[assignment]
+        cfn_stage.access_log_settings = apigwv2.CfnStage.AccessLogSettingsProperty(
+            destination_arn=log_group.log_group_arn,
+            format=json.dumps(ACCESS_LOG_FORMAT, separators=(",", ":")),
+        )
+        return stage

@@ -1,0 +1,343 @@
+"""The citegate stack: one stack composed of the domain constructs.
+
+    Data        tables (resources.TABLES), documents bucket, ingestion queue and its DLQ
+    Layers      shared `citegate` layer and the dependency layers (infra/bundling.py)
+    Search      OpenSearch domain, its IAM access policy, the deploy-time setup custom resource
+    Ingestion   six step functions, the state machine (the shared ASL), the SQS consumer
+    Api         the functions of routes.ROUTES behind two HTTP APIs (Lambda authorizer / IAM)
+    Monitoring  alarms and a dashboard
+
+Every function is an EndpointFunction made by `Functions.create`, which applies the function's
+spec (FUNCTION_SPECS): layers, memory, timeout, environment, and its least-privilege grants.
+
+Configuration comes from CDK context (cdk.json or `-c key=value`); see `CitegateConfig`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from citegate import resources
+from infra import bundling
+from infra.constructs import acknowledge
+from infra.constructs.api import Api, camel
+from infra.constructs.data import Data
+from infra.constructs.endpoint_function import (
+    FUNCTION_SPECS,
+    FUNCTIONS_DIR,
+    EndpointFunction,
+    FunctionSettings,
+    check_specs,
+)
+from infra.constructs.ingestion import Ingestion
+from infra.constructs.layers import Layers, architecture_of
+from infra.constructs.monitoring import Monitoring
+from infra.constructs.search import Search, SearchSettings
+
+REPO = Path(__file__).resolve().parents[1]
+CONTEXT_PREFIX = "citegate:"
+# Lambda gives one full vCPU per 1,769 MB.
+MB_PER_VCPU = 1769
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _list(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, list | tuple):
+        return tuple(str(v) for v in value if str(v))
+    return tuple(part.strip() for part in str(value).split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class CitegateConfig:
+    """Deployment settings. Context keys: `stage`, and `citegate:<field>` for the others."""
+
+    stage: str = "dev"
+    # x86_64: the machines that build and test citegate (developers, CI) are x86_64, so the layer's
+    # native wheels (numpy, tantivy, lxml, pydantic-core) are the ones the tests exercise, and the
+    # embedder's measured throughput holds. arm64 (Graviton, ~20% cheaper per GB-second) works too:
+    # -c citegate:architecture=arm64 builds the layers for manylinux2014_aarch64.
+    architecture: str = "x86_64"
+    # "use": the offline USE model in its own layer; "openai": an OpenAI-compatible (or Bedrock
+    # fronted) embeddings endpoint set by embedding_base_url / embedding_model / embedding_dimension.
+    embedder: str = "use"
+    embedding_base_url: str | None = None
+    embedding_model: str | None = None
+    embedding_dimension: int | None = None
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    skip_dependency_layer_build: bool = False
+    layer_build_dir: Path = REPO / "cdk.out" / ".layer-build"
+    page_origins: tuple[str, ...] = ("http://localhost:8099",)
+    log_level: str = "INFO"
+    log_retention_days: int = 30
+    throttle_rate: float = 50.0
+    throttle_burst: int = 100
+    versioned_bucket: bool = False
+    alarm_topic_arn: str | None = None
+    search: SearchSettings = field(default_factory=SearchSettings)
+
+    @property
+    def production(self) -> bool:
+        return self.stage == "prod"
+
+    @property
+    def removal_policy(self) -> RemovalPolicy:
+        return RemovalPolicy.RETAIN if self.production else RemovalPolicy.DESTROY
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        return _retention(self.log_retention_days)
+
+    @classmethod
+    def from_context(cls, get: Any, environ: Mapping[str, str] | None = None) -> CitegateConfig:
+        """`get(key)` reads CDK context (node.try_get_context)."""
+        import os
+
+        env = os.environ if environ is None else environ
+
+        def ctx(name: str, default: Any = None) -> Any:
+            value = get(CONTEXT_PREFIX + name)
+            return default if value is None or value == "" else value
+
+        stage = str(get("stage") or "dev")
+        production = stage == "prod"
+        embedder = str(ctx("embedder", "use"))
+        if embedder not in bundling.EMBEDDER_ROOTS:
+            raise ValueError(f"citegate:embedder must be one of {sorted(bundling.EMBEDDER_ROOTS)}")
+        dimension = ctx("embedding_dimension")
+        if embedder == "openai" and not (ctx("embedding_base_url") and ctx("embedding_model") and dimension):
+            raise ValueError(
+                "citegate:embedder=openai needs citegate:embedding_base_url, citegate:embedding_model "
+                "and citegate:embedding_dimension (the index's vector size is fixed at deploy time)"
+            )
+        search = SearchSettings(
+            engine_version=str(ctx("opensearch_version", SearchSettings.engine_version)),
+            instance_type=str(
+                ctx("opensearch_instance_type", "r6g.large.search" if production else "t3.medium.search")
+            ),
+            data_nodes=int(ctx("opensearch_data_nodes", 2 if production else 1)),
+            volume_gb=int(ctx("opensearch_volume_gb", 50 if production else 20)),
+            zone_awareness=_bool(ctx("opensearch_zone_awareness", production)),
+            dedicated_master_type=ctx("opensearch_master_type", "m6g.large.search" if production else None),
+            index_prefix=str(ctx("opensearch_index_prefix", resources.APP)),
+            chinese_analyzer=str(ctx("opensearch_chinese_analyzer", "smartcn")),
+            dimension=int(dimension) if dimension else bundling.EMBEDDING_DIMENSIONS[embedder],
+        )
+        skip = _bool(ctx("skip_dependency_layer_build", False)) or _bool(
+            env.get("CITEGATE_SKIP_DEPENDENCY_LAYER_BUILD", "")
+        )
+        build_dir = ctx("layer_build_dir") or env.get("CITEGATE_LAYER_BUILD_DIR")
+        return cls(
+            stage=stage,
+            architecture=str(ctx("architecture", "x86_64")),
+            embedder=embedder,
+            embedding_base_url=ctx("embedding_base_url"),
+            embedding_model=ctx("embedding_model"),
+            embedding_dimension=int(dimension) if dimension else None,
+            llm_base_url=ctx("llm_base_url"),
+            llm_model=ctx("llm_model"),
+            skip_dependency_layer_build=skip,
+            layer_build_dir=Path(build_dir) if build_dir else cls.layer_build_dir,
+            page_origins=_list(ctx("page_origins", "http://localhost:8099")),
+            log_level=str(ctx("log_level", "INFO")).upper(),
+            log_retention_days=int(ctx("log_retention_days", 90 if production else 30)),
+            throttle_rate=float(ctx("throttle_rate", 50)),
+            throttle_burst=int(ctx("throttle_burst", 100)),
+            versioned_bucket=_bool(ctx("versioned_bucket", production)),
+            alarm_topic_arn=ctx("alarm_topic_arn"),
+            search=search,
+        )
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    for retention in logs.RetentionDays:
+        if retention.value == days:
+            return retention
+    raise ValueError(f"citegate:log_retention_days={days} is not a CloudWatch Logs retention")
+
+
+class Functions:
+    """Creates every EndpointFunction from its spec, with its layers, environment and grants."""
+
+    def __init__(
+        self,
+        *,
+        config: CitegateConfig,
+        settings: FunctionSettings,
+        layers: Layers,
+        data: Data,
+        search: Search,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.layers = layers
+        self.data = data
+        self.search = search
+        self.created: dict[str, EndpointFunction] = {}
+
+    def environment(self, name: str, state_machine: sfn.IStateMachine | None) -> dict[str, str]:
+        spec = FUNCTION_SPECS[name]
+        env: dict[str, str] = {}
+        if spec.objects:
+            env["CITEGATE_BUCKET"] = self.data.bucket.bucket_name
+        if spec.send_to_queue:
+            env["CITEGATE_INGEST_QUEUE_URL"] = self.data.ingest_queue.queue_url
+        if spec.start_execution and state_machine is not None:
+            env["CITEGATE_STATE_MACHINE_ARN"] = state_machine.state_machine_arn
+        # The search index is built with the embedder's dimension, so whoever searches needs the
+        # embedder's settings too (building it loads no model).
+        if spec.search != "none" or "embedder" in spec.layers:
+            env.update(self.search.environment())
+            env["CITEGATE_EMBEDDER"] = self.config.embedder
+            env["CITEGATE_EMBEDDER_THREADS"] = str(max(1, round(spec.memory_mb / MB_PER_VCPU)))
+            if self.config.embedder == "openai":
+                env["CITEGATE_EMBEDDING_BASE_URL"] = str(self.config.embedding_base_url)
+                env["CITEGATE_EMBEDDING_MODEL"] = str(self.config.embedding_model)
+                env["CITEGATE_EMBEDDING_DIMENSION"] = str(self.config.embedding_dimension)
+        if name == "kb_ask" and self.config.llm_base_url and self.config.llm_model:
+            env["CITEGATE_LLM_BASE_URL"] = self.config.llm_base_url
+            env["CITEGATE_LLM_MODEL"] = self.config.llm_model
+        return env
+
+    def create(
+        self,
+        scope: Construct,
+        name: str,
+        *,
+        environment: Mapping[str, str] | None = None,
+        state_machine: sfn.IStateMachine | None = None,
+    ) -> EndpointFunction:
+        if name in self.created:
+            raise ValueError(f"function {name} created twice")
+        spec = FUNCTION_SPECS[name]
+        code_size = bundling.folder_size(FUNCTIONS_DIR / name)
+        function = EndpointFunction(
+            scope,
+            camel(name),
+            name=name,
+            spec=spec,
+            settings=self.settings,
+            layers=self.layers.layers_for(name, spec.layers, code_size),
+            environment={**self.environment(name, state_machine), **(environment or {})},
+        )
+        function.grant_resources(
+            tables=self.data.tables,
+            bucket=self.data.bucket,
+            queue=self.data.ingest_queue,
+            state_machine=state_machine,
+        )
+        if spec.search != "none":
+            self.search.grant(function, spec.search)
+        self.created[name] = function
+        return function
+
+
+class CitegateStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: CitegateConfig, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        check_specs()
+        self.config = config
+        stage = config.stage
+        Tags.of(self).add("app", resources.APP)
+        Tags.of(self).add("stage", stage)
+
+        self.data = Data(
+            self,
+            "Data",
+            stage=stage,
+            page_origins=config.page_origins,
+            removal_policy=config.removal_policy,
+            versioned_bucket=config.versioned_bucket,
+        )
+        self.layers = Layers(
+            self,
+            "Layers",
+            stage=stage,
+            architecture=config.architecture,
+            embedder=config.embedder,
+            build_dir=config.layer_build_dir,
+            skip_dependency_build=config.skip_dependency_layer_build,
+            removal_policy=config.removal_policy,
+        )
+        self.search = Search(
+            self,
+            "Search",
+            stage=stage,
+            settings=config.search,
+            removal_policy=config.removal_policy,
+            log_retention=config.log_retention,
+        )
+        function_settings = FunctionSettings(
+            stage=stage,
+            architecture=architecture_of(config.architecture),
+            log_level=config.log_level,
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+            environment={"CITEGATE_STAGE": stage, "CITEGATE_RUNTIME": "aws"},
+        )
+        self.functions = Functions(
+            config=config, settings=function_settings, layers=self.layers, data=self.data, search=self.search
+        )
+        self.ingestion = Ingestion(
+            self,
+            "Ingestion",
+            stage=stage,
+            make_function=self.functions.create,
+            queue=self.data.ingest_queue,
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+        )
+        self.api = Api(
+            self,
+            "Api",
+            stage=stage,
+            make_function=self.functions.create,
+            page_origins=config.page_origins,
+            throttle_rate=config.throttle_rate,
+            throttle_burst=config.throttle_burst,
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+        )
+        self.opensearch_setup = self.search.add_setup(layers=self.layers, function_settings=function_settings)
+        ingestion_functions = {fn.name: fn for fn in self.ingestion.steps.values()}
+        ingestion_functions[self.ingestion.consumer.name] = self.ingestion.consumer
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            stage=stage,
+            dead_letter_queue=self.data.dead_letter_queue,
+            ingest_queue=self.data.ingest_queue,
+            apis={"public": self.api.public_api, "agent": self.api.agent_api},
+            ingestion_functions=ingestion_functions,
+            state_machine=self.ingestion.state_machine,
+            alarm_topic_arn=config.alarm_topic_arn,
+        )
+
+        CfnOutput(self, "DocumentsBucketName", value=self.data.bucket.bucket_name)
+        CfnOutput(self, "IngestQueueUrl", value=self.data.ingest_queue.queue_url)
+        CfnOutput(self, "StateMachineArn", value=self.ingestion.state_machine.state_machine_arn)
+        CfnOutput(self, "OpenSearchEndpoint", value=self.search.endpoint_url)
+        acknowledge(
+            self,
+            "AwsSolutions-L1",
+            "citegate targets Python 3.11 (pyproject: requires-python >=3.11,<3.12; the layers are "
+            "built for cp311), so its functions run the python3.11 runtime.",
+        )
+
+
+__all__ = ["CitegateConfig", "CitegateStack", "Functions", "camel"]

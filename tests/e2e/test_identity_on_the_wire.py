@@ -1,0 +1,135 @@
+"""Real SigV4 signatures and real JWTs on the wire, against `citegate serve` over loopback HTTP."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import httpx
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from tests.support.oidc_issuer import OidcIssuer
+
+ACCESS_KEY, SECRET = "AKIACITEGATETEST0001", "local-secret-for-the-e2e-test"
+AGENT_ARN = "arn:aws:iam::123456789012:user/research-bot"
+
+
+def _signed(
+    server: Any,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    *,
+    secret: str = SECRET,
+    at: dt.datetime | None = None,
+) -> httpx.Request:
+    data = json.dumps(body).encode() if body is not None else b""
+    request = AWSRequest(
+        method=method, url=f"{server.url}{path}", data=data, headers={"Content-Type": "application/json"}
+    )
+    signer = SigV4Auth(Credentials(ACCESS_KEY, secret), "execute-api", "us-east-1")
+    if at is None:
+        signer.add_auth(request)
+    else:
+        with mock.patch("botocore.auth.get_current_datetime", return_value=at):
+            signer.add_auth(request)
+    prepared = request.prepare()
+    return httpx.Request(method, prepared.url, headers=dict(prepared.headers), content=data)
+
+
+@pytest.fixture
+def server(server_factory: Any, tmp_path: Path) -> Any:
+    credentials = tmp_path / "iam.json"
+    credentials.write_text(
+        json.dumps(
+            {"credentials": [{"access_key_id": ACCESS_KEY, "secret_access_key": SECRET, "arn": AGENT_ARN}]}
+        )
+    )
+    with OidcIssuer() as issuer:
+        running = server_factory(
+            {
+                "CITEGATE_EMBEDDER": "hashing",
+                "CITEGATE_LOCAL_IAM_CREDENTIALS": str(credentials),
+                "CITEGATE_OIDC_ISSUER": issuer.url,
+                "CITEGATE_OIDC_AUDIENCE": "citegate",
+            }
+        ).start()
+        running.issuer = issuer
+        with running.client() as admin:
+            admin.post(
+                "/v1/kb", json={"kb_id": "pub", "name": "Published", "status": "approved"}
+            ).raise_for_status()
+            task = admin.post(
+                "/v1/kb/pub/documents",
+                json={"text": "The kettle boils water in two minutes. " * 8, "source_name": "kettle.txt"},
+            ).json()["task_id"]
+            while admin.get(f"/v1/tasks/{task}").json()["status"] not in ("succeeded", "failed"):
+                time.sleep(0.1)
+            admin.put(
+                "/admin/policies/agent:research-bot",
+                json={"tools": ["rag_retrieve"], "knowledge_bases": ["pub"], "iam_arns": [AGENT_ARN]},
+            ).raise_for_status()
+        yield running
+
+
+def test_a_botocore_signed_request_is_an_agent(server: Any) -> None:
+    with httpx.Client() as http:
+        ok = http.send(_signed(server, "POST", "/v1/kb/pub/retrieve", {"query": "kettle"}))
+        assert ok.status_code == 200, ok.text
+        assert "kettle" in ok.json()["results"][0]["chunk_text"]
+
+        tampered = _signed(server, "POST", "/v1/kb/pub/retrieve", {"query": "kettle"})
+        tampered = httpx.Request(
+            "POST",
+            tampered.url,
+            headers=tampered.headers,
+            content=tampered.content.replace(b"kettle", b"kettlf"),
+        )
+        assert http.send(tampered).status_code == 401
+
+        stale = _signed(
+            server,
+            "POST",
+            "/v1/kb/pub/retrieve",
+            {"query": "kettle"},
+            at=dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(minutes=10),
+        )
+        assert http.send(stale).status_code == 401
+        wrong_key = _signed(
+            server, "POST", "/v1/kb/pub/retrieve", {"query": "kettle"}, secret="not-the-secret"
+        )
+        refused = http.send(wrong_key)
+        assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
+
+        not_granted = http.send(_signed(server, "POST", "/v1/kb/pub/ask", {"question": "kettle?"}))
+        assert not_granted.status_code == 403 and not_granted.json()["details"]["reason"] == "forbidden_tool"
+
+
+def test_a_jwt_from_the_oidc_provider_is_a_person(server: Any) -> None:
+    issuer = server.issuer
+    good = issuer.issue("alice", audience="citegate")
+    with httpx.Client(base_url=server.url) as http:
+        asked = http.post(
+            "/api/v1/knowledge/query", json={"query": "kettle"}, headers={"Authorization": f"Bearer {good}"}
+        )
+        assert asked.status_code == 200, asked.text
+        assert asked.json()["results"][0]["source"] == "kettle.txt"
+        for bad in (
+            issuer.issue("alice", audience="someone-else"),
+            issuer.issue("alice", audience="citegate", expires_in=-120),
+        ):
+            refused = http.post(
+                "/api/v1/knowledge/query",
+                json={"query": "kettle"},
+                headers={"Authorization": f"Bearer {bad}"},
+            )
+            assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
+        # People may not operate knowledge bases through the spec 004 routes.
+        assert http.get("/v1/kb", headers={"Authorization": f"Bearer {good}"}).status_code == 403
