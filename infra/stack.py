@@ -164,10 +164,26 @@ class CitegateConfig:
         )
 
 
+RETENTIONS: Mapping[int, logs.RetentionDays] = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+}
+
+
 def _retention(days: int) -> logs.RetentionDays:
-    for retention in logs.RetentionDays:
-        if retention.value == days:
-            return retention
+    if days in RETENTIONS:
+        return RETENTIONS[days]
     raise ValueError(f"citegate:log_retention_days={days} is not a CloudWatch Logs retention")
 
 

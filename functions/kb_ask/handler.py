@@ -2,7 +2,7 @@
 
 from citegate.answering.ask import ask
 from citegate.container import services
-from citegate.governance import current_call
+from citegate.governance import charge_tokens, current_call, estimate_tokens
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.models.retrieval import AskRequest
 
@@ -28,6 +28,8 @@ def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
         retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
         cited=outcome.used_refs,
     )
+    context = "".join(e.context or e.text for e in outcome.evidence)
+    charge_tokens(s, call.principal, estimate_tokens(request.question, context, outcome.answer))
     return json_response(200, outcome.response())
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -30,7 +30,9 @@ from citegate import resources, routes
 REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR = REPO / "functions"
 
-TableAccess = Literal["read", "write"]
+# read: GetItem/BatchGetItem/Query/Scan; write: read plus Put/Update/Delete/BatchWrite;
+# put: PutItem only (append-only audit records); update: UpdateItem only (rate-limit counters).
+TableAccess = Literal["read", "write", "put", "update"]
 SearchAccess = Literal["none", "read", "write", "admin"]
 ObjectAction = Literal["get", "put", "delete", "list"]
 # Extra dependency layers beyond shared + base (see infra/bundling.py).
@@ -46,7 +48,8 @@ class FunctionSpec:
     description: str
     memory_mb: int = 512
     timeout_s: int = API_TIMEOUT_S
-    tables: Mapping[str, TableAccess] = field(default_factory=dict)  # TableShape.logical -> access
+    # TableShape.logical -> the kinds of access it needs
+    tables: Mapping[str, frozenset[TableAccess]] = field(default_factory=dict)
     objects: Mapping[str, frozenset[ObjectAction]] = field(default_factory=dict)  # S3 prefix -> actions
     send_to_queue: bool = False
     start_execution: bool = False
@@ -58,86 +61,125 @@ def _acts(*names: ObjectAction) -> frozenset[ObjectAction]:
     return frozenset(names)
 
 
-R: TableAccess = "read"
-W: TableAccess = "write"
+def _tables(**access: str) -> dict[str, frozenset[TableAccess]]:
+    """_tables(kbs="read", audit="read+put") -> {"kbs": {"read"}, "audit": {"read", "put"}}."""
+    return {name: frozenset(value.split("+")) for name, value in access.items()}  # type: ignore[misc]
 
-# What each function needs, from its code path:
-# - every route checks the caller's knowledge base first (kbs read);
-# - building the search index builds the embedder object (class attributes only, no model load and
-#   no DynamoDB call), so only functions that embed get the embedder layer or the embeddings table;
+
+# Every audited route (citegate.http.api.http_handler + citegate.governance.authorize): resolve the
+# principal and its policy (policies: read; the IAM door scans policies for the caller's ARN), check
+# the dataset (kbs: read), count the call against rate limits (counters: UpdateItem) and write the
+# audit record (audit: PutItem, never read or delete).
+GOVERNED = _tables(policies="read", kbs="read", counters="update", audit="put")
+
+
+def governed(description: str, **kw: object) -> FunctionSpec:
+    tables = {name: set(access) for name, access in GOVERNED.items()}
+    for name, access in dict(kw.pop("tables", {})).items():  # type: ignore[call-overload]
+        tables.setdefault(name, set()).update(access)
+    return FunctionSpec(
+        description, tables={n: frozenset(a) for n, a in tables.items()}, **kw  # type: ignore[arg-type]
+    )
+
+
+# What each function needs, from its code path in layers/citegate (stores, ingestion service and
+# steps, governance, knowledge bases, retrieval, answers):
+# - building the search index builds the embedder object (class attributes only: no model load and
+#   no DynamoDB call), so only functions that embed text get the embedder layer; only the embed
+#   step uses the embeddings cache (queries are embedded without it);
 # - S3 HeadObject on a missing key answers 403 instead of 404 without s3:ListBucket on that prefix,
 #   so functions that probe for an object may list that prefix.
 FUNCTION_SPECS: dict[str, FunctionSpec] = {
-    "healthz": FunctionSpec("GET /healthz: metadata and search checks", tables={"kbs": R}, search="read"),
-    "kb_create": FunctionSpec("POST /v1/kb", tables={"kbs": W}),
-    "kb_list": FunctionSpec("GET /v1/kb", tables={"kbs": R}),
-    "kb_get": FunctionSpec("GET /v1/kb/{kb_id}", tables={"kbs": R}),
-    "kb_update": FunctionSpec("PATCH /v1/kb/{kb_id}", tables={"kbs": W}),
-    "upload_create": FunctionSpec(
+    "healthz": FunctionSpec(
+        "GET /healthz: metadata and search checks (not audited)", tables=_tables(kbs="read"), search="read"
+    ),
+    "kb_create": governed("POST /v1/kb", tables=_tables(kbs="write")),
+    "kb_list": governed("GET /v1/kb"),
+    "kb_get": governed("GET /v1/kb/{kb_id}"),
+    "kb_update": governed("PATCH /v1/kb/{kb_id}", tables=_tables(kbs="write")),
+    "upload_create": governed(
         "POST /v1/kb/{kb_id}/uploads: presigned PUT (signed with this role, so it may put uploads/)",
-        tables={"kbs": R},
         objects={"uploads/": _acts("put")},
     ),
-    "document_ingest": FunctionSpec(
+    "document_ingest": governed(
         "POST /v1/kb/{kb_id}/documents: store raw, record task and document, enqueue",
         memory_mb=1024,
-        tables={"kbs": W, "documents": W, "tasks": W},
+        tables=_tables(kbs="write", documents="write", tasks="write"),
         objects={
             "raw/": _acts("put", "delete", "list"),
             "uploads/": _acts("get", "delete", "list"),
         },
         send_to_queue=True,
     ),
-    "document_list": FunctionSpec(
-        "GET /v1/kb/{kb_id}/documents", tables={"kbs": R, "documents": R}
+    "document_list": governed("GET /v1/kb/{kb_id}/documents", tables=_tables(documents="read")),
+    "document_get": governed(
+        "GET /v1/kb/{kb_id}/documents/{document_id}", tables=_tables(documents="read")
     ),
-    "document_get": FunctionSpec(
-        "GET /v1/kb/{kb_id}/documents/{document_id}", tables={"kbs": R, "documents": R}
-    ),
-    "document_delete": FunctionSpec(
+    "document_delete": governed(
         "DELETE /v1/kb/{kb_id}/documents/{document_id}: record, chunks, parents, files",
-        tables={"kbs": W, "documents": W, "parents": W},
+        tables=_tables(kbs="write", documents="write", parents="write"),
         objects={"raw/": _acts("delete", "list")},
         search="write",
     ),
-    "kb_reindex": FunctionSpec(
+    "kb_reindex": governed(
         "POST /v1/kb/{kb_id}/reindex: one queued task per document",
-        tables={"kbs": R, "documents": W, "tasks": W},
+        tables=_tables(documents="write", tasks="write"),
         send_to_queue=True,
     ),
-    "task_get": FunctionSpec("GET /v1/tasks/{task_id}", tables={"tasks": R, "kbs": R}),
-    "kb_retrieve": FunctionSpec(
+    "task_get": governed("GET /v1/tasks/{task_id}", tables=_tables(tasks="read")),
+    "kb_retrieve": governed(
         "POST /v1/kb/{kb_id}/retrieve: embeds the query, hybrid search",
         memory_mb=2048,
-        tables={"kbs": R},
         search="read",
         layers=("embedder",),
     ),
-    "kb_ask": FunctionSpec(
+    "kb_ask": governed(
         "POST /v1/kb/{kb_id}/ask: retrieve, parents as context, evidence-bound answer",
         memory_mb=2048,
-        tables={"kbs": R, "parents": R},
+        tables=_tables(parents="read"),
         search="read",
         layers=("embedder",),
     ),
-    "kb_resolve_refs": FunctionSpec(
-        "POST /v1/kb/{kb_id}/resolve_refs", tables={"kbs": R}, search="read"
+    "kb_resolve_refs": governed("POST /v1/kb/{kb_id}/resolve_refs", search="read"),
+    "knowledge_query": governed(
+        "POST /api/v1/knowledge/query: spec 002 governed entry (caller agent key in the body)",
+        memory_mb=2048,
+        tables=_tables(credentials="read", documents="read"),
+        search="read",
+        layers=("embedder",),
     ),
+    "admin_policies_list": governed("GET /admin/policies"),
+    "admin_policy_get": governed("GET /admin/policies/{principal_key}"),
+    "admin_policy_put": governed("PUT /admin/policies/{principal_key}", tables=_tables(policies="write")),
+    "admin_credential_create": governed(
+        "POST /admin/agents/{agent_id}/credentials: issue (stores the hash only)",
+        tables=_tables(credentials="write"),
+    ),
+    "admin_credential_list": governed(
+        "GET /admin/agents/{agent_id}/credentials", tables=_tables(credentials="read")
+    ),
+    "admin_credential_revoke": governed(
+        "DELETE /admin/agents/{agent_id}/credentials/{credential_id}", tables=_tables(credentials="write")
+    ),
+    "admin_audit_list": governed("GET /admin/audit", tables=_tables(audit="read")),
     routes.AUTHORIZER_FUNCTION: FunctionSpec(
-        "Lambda authorizer: credentials to a principal (touches no resource)", memory_mb=256, timeout_s=10
+        "Lambda authorizer: credentials to a principal (agent tokens are looked up by hash)",
+        memory_mb=512,
+        timeout_s=10,
+        tables=_tables(credentials="read"),
     ),
     routes.INGEST_CONSUMER_FUNCTION: FunctionSpec(
         "SQS consumer: one Step Functions execution per task",
         memory_mb=256,
         timeout_s=resources.INGEST_CONSUMER_TIMEOUT_SECONDS,
-        tables={"tasks": R},
+        tables=_tables(tasks="read"),
         start_execution=True,
     ),
     "ingest_parse": FunctionSpec(
         "Ingestion step: raw document to text (pypdf, trafilatura)",
         memory_mb=1769,  # one full vCPU: PDF and HTML parsing are CPU-bound
         timeout_s=300,
-        tables={"documents": W, "tasks": W},
+        tables=_tables(documents="write", tasks="write"),
         objects={"raw/": _acts("get"), "work/": _acts("put")},
         layers=("parsing",),
     ),
@@ -151,7 +193,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         "Ingestion step: embed children (cached by model and content hash)",
         memory_mb=3008,  # ~2 vCPUs for the model's two threads, and room for its weights
         timeout_s=900,
-        tables={"embeddings": W},
+        tables=_tables(embeddings="write"),
         objects={"work/": _acts("get", "put")},
         layers=("embedder",),
     ),
@@ -159,7 +201,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         "Ingestion step: parents to DynamoDB, children to OpenSearch",
         memory_mb=1024,
         timeout_s=300,
-        tables={"documents": R, "kbs": R, "parents": W},
+        tables=_tables(documents="read", kbs="read", parents="write"),
         objects={"work/": _acts("get")},
         search="write",
     ),
@@ -167,14 +209,14 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         "Ingestion step: mark the task succeeded, remove work files",
         memory_mb=256,
         timeout_s=60,
-        tables={"documents": W, "tasks": W},
+        tables=_tables(documents="write", tasks="write"),
         objects={"work/": _acts("delete", "list")},
     ),
     "ingest_mark_failed": FunctionSpec(
         "Ingestion step: record the failure reason, remove work files",
         memory_mb=256,
         timeout_s=60,
-        tables={"documents": W, "tasks": W},
+        tables=_tables(documents="write", tasks="write"),
         objects={"work/": _acts("delete", "list")},
     ),
 }
@@ -298,10 +340,13 @@ class EndpointFunction(Construct):
         """
         for logical, access in self.spec.tables.items():
             table = tables[logical]
-            if access == "write":
+            if "write" in access:
                 table.grant_read_write_data(self.role)  # type: ignore[attr-defined]
-            else:
+            elif "read" in access:
                 table.grant_read_data(self.role)  # type: ignore[attr-defined]
+            single = sorted(_SINGLE_ACTIONS[a] for a in access if a in _SINGLE_ACTIONS)
+            if single and "write" not in access:
+                table.grant(self.role, *single)  # type: ignore[attr-defined]
         if self.spec.objects:
             if bucket is None:
                 raise ValueError(f"{self.name} needs the documents bucket")
@@ -317,6 +362,7 @@ class EndpointFunction(Construct):
             state_machine.grant_start_execution(self.role)  # type: ignore[attr-defined]
 
 
+_SINGLE_ACTIONS: Mapping[str, str] = {"put": "dynamodb:PutItem", "update": "dynamodb:UpdateItem"}
 _S3_ACTIONS: Mapping[str, str] = {"get": "s3:GetObject", "put": "s3:PutObject", "delete": "s3:DeleteObject"}
 
 
@@ -345,6 +391,3 @@ def object_statements(
         )
     return statements
 
-
-def stack_of(scope: Construct) -> Stack:
-    return Stack.of(scope)

@@ -20,6 +20,7 @@ from citegate.errors import (
     Forbidden,
     ForbiddenScope,
     ForbiddenTool,
+    RateLimited,
     Unauthorized,
 )
 from citegate.identity.principal import Principal
@@ -175,13 +176,14 @@ def authorize(
         raise Unauthorized(
             "authentication required: send 'Authorization: Bearer <token>' or sign the request"
         )
-    _rate_limit(s, principal, record.source_ip)
     # 3. the server's policy for this principal
     policy = s.policies.for_principal(principal)
     if policy is None:
         raise ForbiddenTool(
             f"no policy grants {principal.type} {principal.id!r} anything", details={"tool": tool}
         )
+    _rate_limit(s, principal, policy, record.source_ip)
+    _check_token_budget(s, principal, policy)
     # 4. tool
     if not policy.allows_tool(tool):
         raise ForbiddenTool(f"the tool {tool!r} is not granted to {principal.id!r}", details={"tool": tool})
@@ -226,14 +228,44 @@ def readable_kbs(s: Services, authorized: Authorized, *, include_working: bool) 
     return allowed
 
 
-def _rate_limit(s: Services, principal: Principal, source_ip: str | None) -> None:
-    policy_limit = s.settings.default_rate_limit_per_minute
-    policy = s.policies.for_principal(principal) if principal.authenticated else s.policies.find("anonymous")
-    if policy is not None:
-        policy_limit = policy.rate_limit_per_minute
-    s.counters.hit(f"principal:{principal.tenant_id}:{principal.type}:{principal.id}", policy_limit)
+def _rate_limit(s: Services, principal: Principal, policy: Policy, source_ip: str | None) -> None:
+    s.counters.hit(
+        f"principal:{principal.tenant_id}:{principal.type}:{principal.id}", policy.rate_limit_per_minute
+    )
     if source_ip:
         s.counters.hit(f"ip:{source_ip}", s.settings.ip_rate_limit_per_minute)
+
+
+TOKEN_WINDOW_SECONDS = 24 * 3600
+
+
+def _budget_key(principal: Principal) -> str:
+    return f"tokens:{principal.tenant_id}:{principal.type}:{principal.id}"
+
+
+def _check_token_budget(s: Services, principal: Principal, policy: Policy) -> None:
+    budget = policy.token_budget_per_day
+    if budget is not None and s.counters.current(_budget_key(principal), TOKEN_WINDOW_SECONDS) >= budget:
+        window_end = (int(time.time() // TOKEN_WINDOW_SECONDS) + 1) * TOKEN_WINDOW_SECONDS
+        raise RateLimited(
+            f"the daily token budget of {budget} is spent",
+            details={"budget": budget, "retry_after": max(1, int(window_end - time.time()))},
+        )
+
+
+def estimate_tokens(*texts: str) -> int:
+    """About four characters a token for English, one or two for Chinese: a budget, not a bill."""
+    total = 0
+    for text in texts:
+        cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+        total += cjk + (len(text) - cjk + 3) // 4
+    return total
+
+
+def charge_tokens(s: Services, principal: Principal, tokens: int) -> None:
+    """Record what an answer cost against the principal's daily token budget."""
+    if tokens > 0:
+        s.counters.add(_budget_key(principal), tokens, TOKEN_WINDOW_SECONDS)
 
 
 def _write_pending(s: Services, record: CallRecord) -> None:

@@ -39,3 +39,18 @@ class Counters:
                 ) from error
             raise
         return int(response["Attributes"]["count"])
+
+    def current(self, key: str, window_seconds: int) -> int:
+        window = int(time.time() // window_seconds)
+        item = self._table.get_item(Key={"counter_key": f"{key}#{window}"}, ConsistentRead=True).get("Item")
+        return int(item["count"]) if item else 0
+
+    def add(self, key: str, amount: int, window_seconds: int) -> None:
+        """Count without a limit (spent tokens are counted even when they overshoot the budget)."""
+        window = int(time.time() // window_seconds)
+        self._table.update_item(
+            Key={"counter_key": f"{key}#{window}"},
+            UpdateExpression="ADD #n :amount SET expires_at = if_not_exists(expires_at, :expires)",
+            ExpressionAttributeNames={"#n": "count"},
+            ExpressionAttributeValues={":amount": amount, ":expires": int((window + 2) * window_seconds)},
+        )

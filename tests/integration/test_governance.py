@@ -268,3 +268,13 @@ def test_spec_002_unreachable_knowledge_base_is_unavailable_without_web_fallback
         response.json()["error"] == "search_unavailable"
         and response.json()["details"]["web_fallback"] is False
     )
+
+
+def test_a_spent_token_budget_refuses_further_answers(client: TestClient, docs_kb: str) -> None:
+    _, token = _agent(client, {"tools": ["rag_ask"], "knowledge_bases": [docs_kb], "token_budget_per_day": 50})
+    with _as(token) as agent:
+        first = agent.post(f"/v1/kb/{docs_kb}/ask", json={"question": "How is agent memory configured?"})
+        assert first.status_code == 200
+        second = agent.post(f"/v1/kb/{docs_kb}/ask", json={"question": "How is agent memory configured?"})
+        assert second.status_code == 429 and "token budget" in second.json()["message"]
+        assert int(second.headers["Retry-After"]) >= 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +30,26 @@ def _hash(secret: str) -> str:
 
 
 class PolicyStore:
-    def __init__(self, policies: Any, credentials: Any) -> None:
+    """Policies are read on every call, so they are cached for a few seconds per process: a change
+    through the admin route applies at once here and within `cache_seconds` everywhere else.
+    Credentials are never cached, so a revocation applies to the very next call."""
+
+    def __init__(self, policies: Any, credentials: Any, cache_seconds: float = 5.0) -> None:
         self._policies = policies
         self._credentials = credentials
+        self._cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, Policy | None]] = {}
 
     # -- policies ---------------------------------------------------------------------------
 
     def find(self, key: str) -> Policy | None:
+        cached = self._cache.get(key)
+        if cached and time.monotonic() - cached[0] < self._cache_seconds:
+            return cached[1]
         item = self._policies.get_item(Key={"principal_key": key}, ConsistentRead=True).get("Item")
-        return Policy.model_validate(from_item(item)) if item else None
+        policy = Policy.model_validate(from_item(item)) if item else None
+        self._cache[key] = (time.monotonic(), policy)
+        return policy
 
     def for_principal(self, principal: Principal) -> Policy | None:
         """The principal's own policy; people without one get the authenticated-read default."""
@@ -50,6 +62,7 @@ class PolicyStore:
 
     def put(self, policy: Policy) -> Policy:
         self._policies.put_item(Item=to_item(policy.model_dump()))
+        self._cache.pop(policy.principal_key, None)
         return policy
 
     def list(self) -> list[Policy]:
