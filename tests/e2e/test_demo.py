@@ -32,5 +32,5 @@ def test_the_demo_answers_one_question_with_citations_and_declines_the_other(tmp
     answered, declined = out.split("Q: How high is Olympus Mons?")[1].split(
         "Q: What is the boiling point of tungsten?"
     )
-    assert "22 km" in answered and "[1] solar-system.md" in answered, out
+    assert "22 kilometres" in answered and "[1] solar-system.md" in answered, out
     assert "(no answer)" in declined and "reason:" in declined, out

@@ -133,6 +133,9 @@ SUPPORT_BIAS: Final = -3.487
 # questions answered with the gold passage cited (the target bar). The support score is a ranking
 # score from a class-balanced fit, not a calibrated probability.
 SUPPORT_THRESHOLD: Final = 0.12
+# The least IDF-weighted share of the question's terms the best sentence's context must hold
+# (set with --sweep-min-recall on dev; see benchmarks/tune_extractive.py).
+MIN_CONTEXT_RECALL: Final = 0.25
 
 # A further sentence is quoted when its rank score is at least this share of the best one's
 # (dev: 0.8 with 2 passages lifts gold-cited from 89.7% to 93.1% on SQuAD at 1.1 refs per answer;
@@ -159,9 +162,11 @@ class ExtractiveConfig:
     extra_sentence_ratio: float = EXTRA_SENTENCE_RATIO
     max_sentences: int = MAX_SENTENCES
     max_passages: int = MAX_PASSAGES
+    min_context_recall: float = MIN_CONTEXT_RECALL
 
 
 DEFAULT_CONFIG: Final = ExtractiveConfig()
+_PRONOUN_OPENING = re.compile(r"^(?:It|Its|He|His|She|Her|They|Their|This|These|Those|That)\b|^(?:它|他|她|其|该|該|此)")
 
 # ------------------------------------------------------------------------------------- sentences
 
@@ -601,11 +606,16 @@ class ExtractiveAnswerer:
             for i, sentence in enumerate(sentences):
                 neighbours = [sentences[j].stem_set for j in (i - 1, i + 1) if 0 <= j < len(sentences)]
                 context = sentence.stem_set.union(titles[ev.number], *neighbours)
+                # A sentence opening with a pronoun ("It is about 22 km high.") is read, and quoted,
+                # together with the sentence it refers back to.
+                own, text = sentence.stem_set, sentence.text
+                if i > 0 and _PRONOUN_OPENING.match(sentence.text):
+                    own, text = own | sentences[i - 1].stem_set, f"{sentences[i - 1].text} {sentence.text}"
                 features = {
-                    "recall": recall(sentence.stem_set),
+                    "recall": recall(own),
                     "context_recall": recall(context),
                     "passage_recall": passage_recall,
-                    "salient": salient_share(sentence.stem_set),
+                    "salient": salient_share(own),
                     "salient_context": salient_share(context),
                     "salient_passage": salient_share(passage_stems),
                     "number_missing": 1.0 if q.numbers - context else 0.0,
@@ -625,7 +635,7 @@ class ExtractiveAnswerer:
                     "antonym_mismatch": self._antonym_mismatch(q, sentence),
                     "cosine": 0.0,
                 }
-                candidates.append(Candidate(ev, i, sentence.text, features))
+                candidates.append(Candidate(ev, i, text, features))
 
         candidates = self._ranked(candidates)
         if self.embedder is not None and candidates:
@@ -710,8 +720,9 @@ class ExtractiveAnswerer:
             "rank_score": best.rank_score,
             "support_logit": logit,
         }
-        # A sentence sharing no term with the question (nor do its neighbours) answers nothing.
-        if support < config.threshold or best.features["context_recall"] <= 0.0:
+        # A sentence whose context holds too little of the question's weighted terms answers
+        # nothing, however the other features look ("boiling point of tungsten" against tea).
+        if support < config.threshold or best.features["context_recall"] < config.min_context_recall:
             return Draft(
                 "",
                 (),
@@ -732,7 +743,8 @@ class ExtractiveAnswerer:
             ref = candidate.evidence.ref_id
             if ref not in refs and len(refs) >= config.max_passages:
                 continue
-            if any(c.text == candidate.text for c in chosen):  # the same sentence in two passages
+            # The same sentence in two passages, or one already quoted with its pronoun follower.
+            if any(candidate.text in c.text or c.text in candidate.text for c in chosen):
                 continue
             chosen.append(candidate)
             refs.add(ref)
