@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# `python infra/app.py` puts infra/ first on sys.path, where infra/constructs would shadow the
+# `constructs` library that aws_cdk imports: import this app's packages from the repo root instead.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 for path in (REPO, REPO / "layers"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))

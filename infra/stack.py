@@ -20,22 +20,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
-from constructs import Construct
 
-from citegate import resources
+from citegate import resources, routes
+from constructs import Construct
 from infra import bundling
 from infra.constructs import acknowledge
 from infra.constructs.api import Api, camel
 from infra.constructs.data import Data
 from infra.constructs.endpoint_function import (
-    FUNCTION_SPECS,
     FUNCTIONS_DIR,
     EndpointFunction,
     FunctionSettings,
+    FunctionSpec,
     check_specs,
+    spec_for,
 )
 from infra.constructs.ingestion import Ingestion
 from infra.constructs.layers import Layers, architecture_of
@@ -80,6 +81,10 @@ class CitegateConfig:
     embedding_dimension: int | None = None
     llm_base_url: str | None = None
     llm_model: str | None = None
+    # People's JWTs (authenticated-read): the OIDC provider the authorizer verifies against.
+    oidc_issuer: str | None = None
+    oidc_audience: str | None = None
+    oidc_jwks_url: str | None = None
     skip_dependency_layer_build: bool = False
     layer_build_dir: Path = REPO / "cdk.out" / ".layer-build"
     page_origins: tuple[str, ...] = ("http://localhost:8099",)
@@ -151,6 +156,9 @@ class CitegateConfig:
             embedding_dimension=int(dimension) if dimension else None,
             llm_base_url=ctx("llm_base_url"),
             llm_model=ctx("llm_model"),
+            oidc_issuer=ctx("oidc_issuer"),
+            oidc_audience=ctx("oidc_audience"),
+            oidc_jwks_url=ctx("oidc_jwks_url"),
             skip_dependency_layer_build=skip,
             layer_build_dir=Path(build_dir) if build_dir else cls.layer_build_dir,
             page_origins=_list(ctx("page_origins", "http://localhost:8099")),
@@ -206,8 +214,9 @@ class Functions:
         self.search = search
         self.created: dict[str, EndpointFunction] = {}
 
-    def environment(self, name: str, state_machine: sfn.IStateMachine | None) -> dict[str, str]:
-        spec = FUNCTION_SPECS[name]
+    def environment(
+        self, name: str, spec: FunctionSpec, state_machine: sfn.IStateMachine | None
+    ) -> dict[str, str]:
         env: dict[str, str] = {}
         if spec.objects:
             env["CITEGATE_BUCKET"] = self.data.bucket.bucket_name
@@ -225,6 +234,14 @@ class Functions:
                 env["CITEGATE_EMBEDDING_BASE_URL"] = str(self.config.embedding_base_url)
                 env["CITEGATE_EMBEDDING_MODEL"] = str(self.config.embedding_model)
                 env["CITEGATE_EMBEDDING_DIMENSION"] = str(self.config.embedding_dimension)
+        if name == routes.AUTHORIZER_FUNCTION:
+            for key, value in (
+                ("CITEGATE_OIDC_ISSUER", self.config.oidc_issuer),
+                ("CITEGATE_OIDC_AUDIENCE", self.config.oidc_audience),
+                ("CITEGATE_OIDC_JWKS_URL", self.config.oidc_jwks_url),
+            ):
+                if value:
+                    env[key] = value
         if name == "kb_ask" and self.config.llm_base_url and self.config.llm_model:
             env["CITEGATE_LLM_BASE_URL"] = self.config.llm_base_url
             env["CITEGATE_LLM_MODEL"] = self.config.llm_model
@@ -237,19 +254,23 @@ class Functions:
         *,
         environment: Mapping[str, str] | None = None,
         state_machine: sfn.IStateMachine | None = None,
+        spec: FunctionSpec | None = None,
+        code_dir: Path | None = None,
     ) -> EndpointFunction:
+        """The function `name` (a folder under functions/, or `code_dir` with its own `spec`)."""
         if name in self.created:
             raise ValueError(f"function {name} created twice")
-        spec = FUNCTION_SPECS[name]
-        code_size = bundling.folder_size(FUNCTIONS_DIR / name)
+        spec = spec or spec_for(name)
+        code_dir = code_dir or FUNCTIONS_DIR / name
         function = EndpointFunction(
             scope,
             camel(name),
             name=name,
             spec=spec,
             settings=self.settings,
-            layers=self.layers.layers_for(name, spec.layers, code_size),
-            environment={**self.environment(name, state_machine), **(environment or {})},
+            layers=self.layers.layers_for(name, spec.layers, bundling.folder_size(code_dir)),
+            environment={**self.environment(name, spec, state_machine), **(environment or {})},
+            code_dir=code_dir,
         )
         function.grant_resources(
             tables=self.data.tables,
@@ -266,7 +287,12 @@ class Functions:
 class CitegateStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: CitegateConfig, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        check_specs()
+        for name in check_specs():
+            Annotations.of(self).add_warning_v2(
+                f"citegate:missing-spec:{name}",
+                f"functions/{name} has no FUNCTION_SPECS entry (infra/constructs/endpoint_function.py): "
+                "it deploys with the governed baseline grants only.",
+            )
         self.config = config
         stage = config.stage
         Tags.of(self).add("app", resources.APP)
@@ -330,6 +356,11 @@ class CitegateStack(Stack):
             removal_policy=config.removal_policy,
         )
         self.opensearch_setup = self.search.add_setup(layers=self.layers, function_settings=function_settings)
+        self.policy_seed = self.api.add_policy_seed(
+            make_function=self.functions.create,
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+        )
         ingestion_functions = {fn.name: fn for fn in self.ingestion.steps.values()}
         ingestion_functions[self.ingestion.consumer.name] = self.ingestion.consumer
         self.monitoring = Monitoring(

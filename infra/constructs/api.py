@@ -17,18 +17,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy
+from aws_cdk import CfnOutput, CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
+from aws_cdk import custom_resources as cr
 
 from citegate import resources, routes
-from infra.constructs import acknowledge
-from infra.constructs.endpoint_function import EndpointFunction
+from constructs import Construct
+from infra.constructs import acknowledge, acknowledge_provider
+from infra.constructs.endpoint_function import POLICY_SEED_FUNCTION, POLICY_SEED_SPEC, EndpointFunction
+
+REPO = Path(__file__).resolve().parents[2]
+POLICY_SEED_CODE = REPO / "infra" / "custom_resources" / "policy_seed"
+# The reviewed seed policies (the local stack seeds the same file).
+SEED_FILE = REPO / "config" / "policies.json"
 
 MakeFunction = Callable[..., EndpointFunction]
 
@@ -143,10 +150,24 @@ class Api(Construct):
             description="citegate: agents with SigV4-signed requests (IAM authorization)",
             create_default_stage=False,
         )
-        self.public_stage = self._stage("Public", self.public_api, f"{prefix}-api", throttle_rate,
-                                        throttle_burst, log_retention, removal_policy)
-        self.agent_stage = self._stage("Agent", self.agent_api, f"{prefix}-agents", throttle_rate,
-                                       throttle_burst, log_retention, removal_policy)
+        self.public_stage = self._stage(
+            "Public",
+            self.public_api,
+            f"{prefix}-api",
+            throttle_rate,
+            throttle_burst,
+            log_retention,
+            removal_policy,
+        )
+        self.agent_stage = self._stage(
+            "Agent",
+            self.agent_api,
+            f"{prefix}-agents",
+            throttle_rate,
+            throttle_burst,
+            log_retention,
+            removal_policy,
+        )
 
         self.routes: dict[str, dict[str, apigwv2.HttpRoute]] = {"public": {}, "agent": {}}
         integrations_by_api: dict[tuple[str, str], integrations.HttpLambdaIntegration] = {}
@@ -181,12 +202,24 @@ class Api(Construct):
                         "token); it reports health only.",
                     )
 
-        CfnOutput(self, "PublicApiUrl", value=self.public_stage.url,
-                  description="Public front door (Lambda authorizer: bearer token, JWT, anonymous)")
-        CfnOutput(self, "AgentApiUrl", value=self.agent_stage.url,
-                  description="Agent front door (IAM authorization: SigV4-signed requests)")
-        CfnOutput(self, "ApiTokenSecretArn", value=self.api_token.secret_arn,
-                  description="Secrets Manager secret holding RAG_API_TOKEN")
+        CfnOutput(
+            self,
+            "PublicApiUrl",
+            value=self.public_stage.url,
+            description="Public front door (Lambda authorizer: bearer token, JWT, anonymous)",
+        )
+        CfnOutput(
+            self,
+            "AgentApiUrl",
+            value=self.agent_stage.url,
+            description="Agent front door (IAM authorization: SigV4-signed requests)",
+        )
+        CfnOutput(
+            self,
+            "ApiTokenSecretArn",
+            value=self.api_token.secret_arn,
+            description="Secrets Manager secret holding RAG_API_TOKEN",
+        )
 
     def _stage(
         self,
@@ -219,3 +252,32 @@ class Api(Construct):
             format=json.dumps(ACCESS_LOG_FORMAT, separators=(",", ":")),
         )
         return stage
+
+    def add_policy_seed(
+        self,
+        *,
+        make_function: MakeFunction,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> CustomResource:
+        """Seed the server-held policies at deploy time (only keys that are missing)."""
+        seed = make_function(self, POLICY_SEED_FUNCTION, spec=POLICY_SEED_SPEC, code_dir=POLICY_SEED_CODE)
+        provider_logs = logs.LogGroup(
+            self, "PolicySeedProviderLogs", retention=log_retention, removal_policy=removal_policy
+        )
+        provider = cr.Provider(
+            self, "PolicySeedProvider", on_event_handler=seed.function, log_group=provider_logs
+        )
+        acknowledge_provider(provider, seed.function.function_arn)
+        stage = self.node.try_get_context("stage") or "dev"
+        return CustomResource(
+            self,
+            "SeedPolicies",
+            service_token=provider.service_token,
+            resource_type="Custom::CitegatePolicySeed",
+            properties={
+                "Stage": str(stage),
+                # Minified: a change to the seed file re-runs the seeding on the next deploy.
+                "Seed": json.dumps(json.loads(SEED_FILE.read_text()), separators=(",", ":"), sort_keys=True),
+            },
+        )

@@ -12,9 +12,9 @@ from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
-from constructs import Construct
 
 from citegate import resources
+from constructs import Construct
 from infra.constructs import acknowledge
 
 # Prefixes the ingestion code writes (citegate.ingest.service): work files live only while their
@@ -45,7 +45,9 @@ class Data(Construct):
                 self,
                 f"{shape.logical.title()}Table",
                 table_name=shape.physical_name(stage),
-                partition_key=dynamodb.Attribute(name=shape.partition_key, type=dynamodb.AttributeType.STRING),
+                partition_key=dynamodb.Attribute(
+                    name=shape.partition_key, type=dynamodb.AttributeType.STRING
+                ),
                 sort_key=(
                     dynamodb.Attribute(name=shape.sort_key, type=dynamodb.AttributeType.STRING)
                     if shape.sort_key
@@ -139,19 +141,20 @@ class Data(Construct):
         self.queues: dict[str, sqs.Queue] = {}
         pending = list(resources.QUEUES)
         while pending:  # dead-letter queues first, whatever their order in QUEUES
-            shape = next(q for q in pending if q.dead_letter is None or q.dead_letter in self.queues)
-            pending.remove(shape)
+            queue_shape = next(q for q in pending if q.dead_letter is None or q.dead_letter in self.queues)
+            pending.remove(queue_shape)
             dead_letter = None
-            if shape.dead_letter:
+            if queue_shape.dead_letter:
                 dead_letter = sqs.DeadLetterQueue(
-                    queue=self.queues[shape.dead_letter], max_receive_count=shape.max_receive_count or 5
+                    queue=self.queues[queue_shape.dead_letter],
+                    max_receive_count=queue_shape.max_receive_count or 5,
                 )
-            self.queues[shape.logical] = sqs.Queue(
+            self.queues[queue_shape.logical] = sqs.Queue(
                 self,
-                f"{''.join(part.title() for part in shape.logical.split('-'))}Queue",
-                queue_name=shape.physical_name(stage),
-                visibility_timeout=Duration.seconds(shape.visibility_timeout_seconds),
-                retention_period=Duration.seconds(shape.retention_seconds),
+                f"{''.join(part.title() for part in queue_shape.logical.split('-'))}Queue",
+                queue_name=queue_shape.physical_name(stage),
+                visibility_timeout=Duration.seconds(queue_shape.visibility_timeout_seconds),
+                retention_period=Duration.seconds(queue_shape.retention_seconds),
                 encryption=sqs.QueueEncryption.SQS_MANAGED,
                 enforce_ssl=True,
                 dead_letter_queue=dead_letter,
@@ -159,10 +162,10 @@ class Data(Construct):
             )
         self.ingest_queue = self.queues[resources.INGEST_QUEUE.logical]
         self.dead_letter_queue = self.queues[resources.INGEST_DLQ.logical]
-        for shape in resources.QUEUES:
-            if any(other.dead_letter == shape.logical for other in resources.QUEUES):
+        for queue_shape in resources.QUEUES:
+            if any(other.dead_letter == queue_shape.logical for other in resources.QUEUES):
                 acknowledge(
-                    self.queues[shape.logical],
+                    self.queues[queue_shape.logical],
                     "AwsSolutions-SQS3",
                     "This queue is itself the dead-letter queue of the ingestion queue.",
                 )

@@ -17,15 +17,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
 
 from citegate import resources, routes
+from constructs import Construct
+from infra.constructs import acknowledge_wildcards
 
 REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR = REPO / "functions"
@@ -36,7 +41,7 @@ TableAccess = Literal["read", "write", "put", "update"]
 SearchAccess = Literal["none", "read", "write", "admin"]
 ObjectAction = Literal["get", "put", "delete", "list"]
 # Extra dependency layers beyond shared + base (see infra/bundling.py).
-ExtraLayer = Literal["parsing", "embedder"]
+ExtraLayer = Literal["parsing", "answering", "embedder"]
 
 # Lambda's maximum for functions behind API Gateway HTTP APIs is bounded by the 30 s integration
 # timeout; 29 s leaves API Gateway time to return the function's own error.
@@ -63,14 +68,15 @@ def _acts(*names: ObjectAction) -> frozenset[ObjectAction]:
 
 def _tables(**access: str) -> dict[str, frozenset[TableAccess]]:
     """_tables(kbs="read", audit="read+put") -> {"kbs": {"read"}, "audit": {"read", "put"}}."""
-    return {name: frozenset(value.split("+")) for name, value in access.items()}  # type: ignore[misc]
+    return {name: frozenset(cast(list[TableAccess], value.split("+"))) for name, value in access.items()}
 
 
 # Every audited route (citegate.http.api.http_handler + citegate.governance.authorize): resolve the
 # principal and its policy (policies: read; the IAM door scans policies for the caller's ARN), check
 # the dataset (kbs: read), count the call against rate limits (counters: UpdateItem) and write the
 # audit record (audit: PutItem, never read or delete).
-GOVERNED = _tables(policies="read", kbs="read", counters="update", audit="put")
+# Token budgets read the day's counter before answering (counters: GetItem too).
+GOVERNED = _tables(policies="read", kbs="read", counters="read+update", audit="put")
 
 
 def governed(description: str, **kw: object) -> FunctionSpec:
@@ -78,7 +84,9 @@ def governed(description: str, **kw: object) -> FunctionSpec:
     for name, access in dict(kw.pop("tables", {})).items():  # type: ignore[call-overload]
         tables.setdefault(name, set()).update(access)
     return FunctionSpec(
-        description, tables={n: frozenset(a) for n, a in tables.items()}, **kw  # type: ignore[arg-type]
+        description,
+        tables={n: frozenset(a) for n, a in tables.items()},
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -112,9 +120,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         send_to_queue=True,
     ),
     "document_list": governed("GET /v1/kb/{kb_id}/documents", tables=_tables(documents="read")),
-    "document_get": governed(
-        "GET /v1/kb/{kb_id}/documents/{document_id}", tables=_tables(documents="read")
-    ),
+    "document_get": governed("GET /v1/kb/{kb_id}/documents/{document_id}", tables=_tables(documents="read")),
     "document_delete": governed(
         "DELETE /v1/kb/{kb_id}/documents/{document_id}: record, chunks, parents, files",
         tables=_tables(kbs="write", documents="write", parents="write"),
@@ -138,7 +144,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         memory_mb=2048,
         tables=_tables(parents="read"),
         search="read",
-        layers=("embedder",),
+        layers=("embedder", "answering"),  # the offline extractive answerer needs tantivy, jieba
     ),
     "kb_resolve_refs": governed("POST /v1/kb/{kb_id}/resolve_refs", search="read"),
     "knowledge_query": governed(
@@ -147,6 +153,47 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         tables=_tables(credentials="read", documents="read"),
         search="read",
         layers=("embedder",),
+    ),
+    # Spec 000: the Answer API and Agent Access (one engine with kb_ask; sessions; tools).
+    "answer_ask": governed(
+        "POST /answer/ask: questions over every readable knowledge base, AnswerResult",
+        memory_mb=2048,
+        tables=_tables(parents="read"),
+        search="read",
+        layers=("embedder", "answering"),
+    ),
+    "agent_ask": governed(
+        "POST /agent/tools/ask: the same engine as /answer/ask",
+        memory_mb=2048,
+        tables=_tables(parents="read"),
+        search="read",
+        layers=("embedder", "answering"),
+    ),
+    "answer_session_create": governed(
+        "POST /answer/sessions: a session bound to its owner (and an optional first turn)",
+        memory_mb=2048,
+        tables=_tables(parents="read", sessions="write"),
+        search="read",
+        layers=("embedder", "answering"),
+    ),
+    "answer_session_turn": governed(
+        "POST /answer/sessions/{sessionId}/turns: token, owner, scope and expiry checked per turn",
+        memory_mb=2048,
+        tables=_tables(parents="read", sessions="write"),
+        search="read",
+        layers=("embedder", "answering"),
+    ),
+    "agent_search": governed(
+        "POST /agent/tools/search: ranked passages with citations", memory_mb=2048, search="read",
+        layers=("embedder",),
+    ),
+    "agent_get_context": governed(
+        "POST /agent/tools/get_context: a ContextPack within a token budget", memory_mb=2048, search="read",
+        layers=("embedder",),
+    ),
+    "agent_get_page": governed(
+        "POST /agent/tools/get_page: a document's sections by path and version",
+        tables=_tables(documents="read", parents="read"),
     ),
     "admin_policies_list": governed("GET /admin/policies"),
     "admin_policy_get": governed("GET /admin/policies/{principal_key}"),
@@ -230,23 +277,40 @@ OPENSEARCH_SETUP_SPEC = FunctionSpec(
     search="admin",
 )
 
+# Deploy-time seeding of the server-held policies (infra/custom_resources/policy_seed): it only adds
+# missing keys (a conditional PutItem), so it needs PutItem on the policies table and nothing else.
+POLICY_SEED_FUNCTION = "policy_seed"
+POLICY_SEED_SPEC = FunctionSpec(
+    "Custom resource: write the reviewed seed policies that are missing",
+    memory_mb=512,
+    timeout_s=120,
+    tables=_tables(policies="put"),
+)
+
 
 def function_folders() -> list[str]:
     return sorted(p.name for p in FUNCTIONS_DIR.iterdir() if (p / "handler.py").is_file())
 
 
-def check_specs() -> None:
-    """Every folder under functions/ has a spec and every spec a folder; every route's function too."""
+def check_specs() -> list[str]:
+    """Every route's function must have a folder (there is nothing to deploy otherwise). Returns the
+    folders without a FUNCTION_SPECS entry: they deploy with `spec_for`'s minimal default, and the
+    infrastructure tests fail until their grants are written down."""
     folders = set(function_folders())
-    specs = set(FUNCTION_SPECS)
-    if folders != specs:
-        raise ValueError(
-            f"functions/ and FUNCTION_SPECS differ: no spec for {sorted(folders - specs)}, "
-            f"no folder for {sorted(specs - folders)}"
-        )
     for route in routes.ROUTES:
         if route.function not in folders:
-            raise ValueError(f"route {route.route_key} names a missing function {route.function!r}")
+            raise ValueError(f"route {route.route_key} names a missing function folder {route.function!r}")
+    return sorted(folders - set(FUNCTION_SPECS))
+
+
+def spec_for(name: str) -> FunctionSpec:
+    """The function's spec; a routed function without one gets the governed baseline only (it can
+    authorize and audit, nothing more: a missing grant fails closed, never open)."""
+    if name in FUNCTION_SPECS:
+        return FUNCTION_SPECS[name]
+    if any(route.function == name for route in routes.ROUTES):
+        return governed(f"{name}: no FUNCTION_SPECS entry yet (governed baseline only)")
+    raise KeyError(f"no FUNCTION_SPECS entry for {name!r}")
 
 
 @dataclass(frozen=True)
@@ -298,6 +362,7 @@ class EndpointFunction(Construct):
             "POWERTOOLS_SERVICE_NAME": resources.APP,
             "POWERTOOLS_METRICS_NAMESPACE": resources.APP,
             "LOG_LEVEL": settings.log_level,
+            "POWERTOOLS_LOG_LEVEL": settings.log_level,
             **(environment or {}),
         }
         self.function = lambda_.Function(
@@ -321,45 +386,70 @@ class EndpointFunction(Construct):
         )
         # Its own log group only (no AWSLambdaBasicExecutionRole: that allows every log group).
         self.log_group.grant_write(self.role)
+        acknowledge_wildcards(
+            self,
+            "Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no "
+            "resource-level permissions, so IAM requires Resource '*'.",
+            ["*"],
+        )
 
     # ------------------------------------------------------------------ grants
 
     def grant_resources(
         self,
         *,
-        tables: Mapping[str, object],
-        bucket: object | None = None,
-        queue: object | None = None,
-        state_machine: object | None = None,
+        tables: Mapping[str, dynamodb.ITable],
+        bucket: s3.IBucket | None = None,
+        queue: sqs.IQueue | None = None,
+        state_machine: sfn.IStateMachine | None = None,
     ) -> None:
         """Turn this function's spec into IAM statements on the given resources (see the module doc).
 
-        tables: TableShape.logical -> dynamodb.ITable; bucket: s3.IBucket; queue: sqs.IQueue;
-        state_machine: sfn.IStateMachine. Search access is granted by the search construct, which
-        also writes the domain's access policy.
+        `tables` is keyed by TableShape.logical. Search access is granted by the search construct,
+        which also writes the domain's access policy.
         """
-        for logical, access in self.spec.tables.items():
+        shapes = {shape.logical: shape for shape in resources.TABLES}
+        index_arns = []
+        for logical, access in sorted(self.spec.tables.items()):
             table = tables[logical]
+            table_arn = table.table_arn
             if "write" in access:
-                table.grant_read_write_data(self.role)  # type: ignore[attr-defined]
+                table.grant_read_write_data(self.role)
             elif "read" in access:
-                table.grant_read_data(self.role)  # type: ignore[attr-defined]
+                table.grant_read_data(self.role)
+            if access & {"read", "write"} and shapes[logical].indexes:
+                index_arns.append(f"{table_arn}/index/*")  # what CDK's table grants add
             single = sorted(_SINGLE_ACTIONS[a] for a in access if a in _SINGLE_ACTIONS)
             if single and "write" not in access:
-                table.grant(self.role, *single)  # type: ignore[attr-defined]
+                # On the table only: PutItem and UpdateItem mean nothing on an index.
+                self.role.add_to_principal_policy(iam.PolicyStatement(actions=single, resources=[table_arn]))
+        acknowledge_wildcards(
+            self,
+            "Table read/write grants include the table's own global secondary indexes "
+            "(<table arn>/index/*), which the stores query (kbs by_tenant, credentials by_agent, "
+            "audit by_caller).",
+            index_arns,
+        )
         if self.spec.objects:
             if bucket is None:
                 raise ValueError(f"{self.name} needs the documents bucket")
             for statement in object_statements(bucket, self.spec.objects):
                 self.role.add_to_principal_policy(statement)
+            bucket_arn = bucket.bucket_arn
+            acknowledge_wildcards(
+                self,
+                "Object actions are scoped to one key prefix of the documents bucket per need "
+                "(raw/, work/ or uploads/); the keys below it are per document and per task.",
+                [f"{bucket_arn}/{prefix}*" for prefix in self.spec.objects],
+            )
         if self.spec.send_to_queue:
             if queue is None:
                 raise ValueError(f"{self.name} needs the ingestion queue")
-            queue.grant_send_messages(self.role)  # type: ignore[attr-defined]
+            queue.grant_send_messages(self.role)
         if self.spec.start_execution:
             if state_machine is None:
                 raise ValueError(f"{self.name} needs the state machine")
-            state_machine.grant_start_execution(self.role)  # type: ignore[attr-defined]
+            state_machine.grant_start_execution(self.role)
 
 
 _SINGLE_ACTIONS: Mapping[str, str] = {"put": "dynamodb:PutItem", "update": "dynamodb:UpdateItem"}
@@ -367,10 +457,10 @@ _S3_ACTIONS: Mapping[str, str] = {"get": "s3:GetObject", "put": "s3:PutObject", 
 
 
 def object_statements(
-    bucket: object, objects: Mapping[str, frozenset[ObjectAction]]
+    bucket: s3.IBucket, objects: Mapping[str, frozenset[ObjectAction]]
 ) -> list[iam.PolicyStatement]:
     """Object actions on `prefix*` only, and ListBucket restricted to the same prefixes."""
-    bucket_arn: str = bucket.bucket_arn  # type: ignore[attr-defined]
+    bucket_arn = bucket.bucket_arn
     statements = []
     listed = []
     for prefix, actions in sorted(objects.items()):
@@ -390,4 +480,3 @@ def object_statements(
             )
         )
     return statements
-

@@ -16,9 +16,10 @@ from aws_cdk import aws_lambda_event_sources as events
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
-from constructs import Construct
 
 from citegate import resources, routes
+from constructs import Construct
+from infra.constructs import acknowledge_wildcards
 from infra.constructs.endpoint_function import EndpointFunction
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
@@ -79,17 +80,29 @@ class Ingestion(Construct):
             },
             tracing_enabled=True,
             # Execution data is ids and S3 keys only (steps exchange keys under work/, never text).
-            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+            ),
             timeout=EXECUTION_TIMEOUT,
             removal_policy=removal_policy,
         )
         # The definition comes from a file, so CDK cannot see the Lambda tasks: grant exactly these.
         for fn in self.steps.values():
             fn.function.grant_invoke(self.state_machine.role)
+        acknowledge_wildcards(
+            self.state_machine,
+            "The state machine may invoke the versions and aliases (<function arn>:*) of exactly its "
+            "six step functions, as CDK's grantInvoke writes it.",
+            [f"{fn.function.function_arn}:*" for fn in self.steps.values()],
+        )
+        acknowledge_wildcards(
+            self.state_machine,
+            "X-Ray tracing and CloudWatch Logs delivery (logs:CreateLogDelivery and friends) support "
+            "no resource-level permissions, so IAM requires Resource '*'.",
+            ["*"],
+        )
 
         self.consumer = make_function(self, routes.INGEST_CONSUMER_FUNCTION, state_machine=self.state_machine)
         self.consumer.function.add_event_source(
-            events.SqsEventSource(
-                queue, batch_size=CONSUMER_BATCH_SIZE, report_batch_item_failures=True
-            )
+            events.SqsEventSource(queue, batch_size=CONSUMER_BATCH_SIZE, report_batch_item_failures=True)
         )

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
-from constructs import Construct
 
 from citegate import resources
+from constructs import Construct
 from infra import bundling
 
 

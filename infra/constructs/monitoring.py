@@ -16,9 +16,9 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
-from constructs import Construct
 
 from citegate import resources
+from constructs import Construct
 from infra.constructs.endpoint_function import EndpointFunction
 
 PERIOD = Duration.minutes(5)
@@ -62,31 +62,53 @@ class Monitoring(Construct):
         dlq_depth = dead_letter_queue.metric_approximate_number_of_messages_visible(
             period=Duration.minutes(1), statistic="Maximum"
         )
-        alarm("ingest-dlq-depth", dlq_depth,
-              "Ingestion messages failed 5 times and wait in the dead-letter queue: inspect, then redrive.")
+        alarm(
+            "ingest-dlq-depth",
+            dlq_depth,
+            "Ingestion messages failed 5 times and wait in the dead-letter queue: inspect, then redrive.",
+        )
         for door, api in apis.items():
-            alarm(f"{door}-api-5xx", api.metric_server_error(period=PERIOD, statistic="Sum"),
-                  f"The {door} API answered 5xx (a function failed or timed out).")
+            alarm(
+                f"{door}-api-5xx",
+                api.metric_server_error(period=PERIOD, statistic="Sum"),
+                f"The {door} API answered 5xx (a function failed or timed out).",
+            )
         for name, fn in ingestion_functions.items():
             short = name.replace("_", "-")
-            alarm(f"{short}-errors", fn.function.metric_errors(period=PERIOD, statistic="Sum"),
-                  f"{name} raised errors (each is retried; repeated errors fail the task).")
-            alarm(f"{short}-throttles", fn.function.metric_throttles(period=PERIOD, statistic="Sum"),
-                  f"{name} was throttled (account or reserved concurrency).")
-        alarm("ingestion-failed-executions", state_machine.metric_failed(period=PERIOD, statistic="Sum"),
-              "Ingestion executions failed: the task records the reason (GET /v1/tasks/{task_id}).")
+            alarm(
+                f"{short}-errors",
+                fn.function.metric_errors(period=PERIOD, statistic="Sum"),
+                f"{name} raised errors (each is retried; repeated errors fail the task).",
+            )
+            alarm(
+                f"{short}-throttles",
+                fn.function.metric_throttles(period=PERIOD, statistic="Sum"),
+                f"{name} was throttled (account or reserved concurrency).",
+            )
+        alarm(
+            "ingestion-failed-executions",
+            state_machine.metric_failed(period=PERIOD, statistic="Sum"),
+            "Ingestion executions failed: the task records the reason (GET /v1/tasks/{task_id}).",
+        )
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=prefix)
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="API requests and 5xx",
-                left=[api.metric_count(period=PERIOD, label=f"{door} requests") for door, api in apis.items()],
-                right=[api.metric_server_error(period=PERIOD, label=f"{door} 5xx") for door, api in apis.items()],
+                left=[
+                    api.metric_count(period=PERIOD, label=f"{door} requests") for door, api in apis.items()
+                ],
+                right=[
+                    api.metric_server_error(period=PERIOD, label=f"{door} 5xx") for door, api in apis.items()
+                ],
                 width=12,
             ),
             cloudwatch.GraphWidget(
                 title="API latency p95",
-                left=[api.metric_latency(period=PERIOD, statistic="p95", label=door) for door, api in apis.items()],
+                left=[
+                    api.metric_latency(period=PERIOD, statistic="p95", label=door)
+                    for door, api in apis.items()
+                ],
                 width=12,
             ),
         )
@@ -111,7 +133,10 @@ class Monitoring(Construct):
             ),
             cloudwatch.GraphWidget(
                 title="Ingestion step errors and duration p95",
-                left=[fn.function.metric_errors(period=PERIOD, label=name) for name, fn in ingestion_functions.items()],
+                left=[
+                    fn.function.metric_errors(period=PERIOD, label=name)
+                    for name, fn in ingestion_functions.items()
+                ],
                 right=[
                     fn.function.metric_duration(period=PERIOD, statistic="p95", label=name)
                     for name, fn in ingestion_functions.items()

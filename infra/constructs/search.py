@@ -32,10 +32,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from aws_cdk import custom_resources as cr
-from constructs import Construct
 
 from citegate import resources
-from infra.constructs import acknowledge, logical_id
+from constructs import Construct
+from infra.constructs import acknowledge, acknowledge_provider, acknowledge_wildcards
 from infra.constructs.endpoint_function import (
     OPENSEARCH_SETUP_FUNCTION,
     OPENSEARCH_SETUP_SPEC,
@@ -124,9 +124,7 @@ class Search(Construct):
         self.settings = settings
         self.domain_name = domain_name(stage)
         # Built from the name, not the domain's attribute: the domain's own access policy uses it.
-        self.domain_arn = stack.format_arn(
-            service="es", resource="domain", resource_name=self.domain_name
-        )
+        self.domain_arn = stack.format_arn(service="es", resource="domain", resource_name=self.domain_name)
 
         self.log_groups = {
             kind: logs.LogGroup(
@@ -180,7 +178,9 @@ class Search(Construct):
                 master_node_instance_type=settings.dedicated_master_type,
                 multi_az_with_standby_enabled=False,
             ),
-            ebs=opensearch.EbsOptions(volume_size=settings.volume_gb, volume_type=ec2.EbsDeviceVolumeType.GP3),
+            ebs=opensearch.EbsOptions(
+                volume_size=settings.volume_gb, volume_type=ec2.EbsDeviceVolumeType.GP3
+            ),
             zone_awareness=zone_awareness,
             encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
             node_to_node_encryption=True,
@@ -238,17 +238,29 @@ class Search(Construct):
 
     def grant(self, function: EndpointFunction, access: Access) -> None:
         """Identity policy on the function's role and the same statements in the domain's policy."""
-        for statement in search_statements(self.domain_arn, self.settings.index_prefix, access):
+        statements = search_statements(self.domain_arn, self.settings.index_prefix, access)
+        for statement in statements:
             function.role.add_to_principal_policy(statement)
             resource_statement = statement.copy(principals=[iam.ArnPrincipal(function.role.role_arn)])
             self._access_policy.add_statements(resource_statement)
         self.grantees[function.name] = access
+        acknowledge_wildcards(
+            function,
+            "OpenSearch HTTP access is scoped to the chunks index (documents are addressed by ref_id "
+            "under it, queries by _search/_msearch/_mget/_count); only the deploy-time setup "
+            "function may reach the whole domain (templates, search pipelines).",
+            [r for statement in statements for r in statement.resources if "*" in r],
+        )
 
     def environment(self) -> dict[str, str]:
         return {
             "CITEGATE_SEARCH_ENGINE": "opensearch",
             "OPENSEARCH_URL": self.endpoint_url,
             "CITEGATE_OPENSEARCH_INDEX_PREFIX": self.settings.index_prefix,
+            # The domain accepts only SigV4-signed requests, and the deploy-time setup owns the
+            # template, index and pipelines: the layer's OpenSearch client must sign and not set up.
+            "CITEGATE_OPENSEARCH_AUTH": "aws-sigv4",
+            "CITEGATE_OPENSEARCH_AUTO_SETUP": "false",
         }
 
     # ------------------------------------------------------------------ deploy-time setup
@@ -299,25 +311,7 @@ class Search(Construct):
         )
         # The access policy must name the setup role before the setup runs.
         resource.node.add_dependency(self.domain)
-        acknowledge(
-            provider,
-            "AwsSolutions-IAM4",
-            "The CDK custom resource provider framework's own function uses "
-            "AWSLambdaBasicExecutionRole; it only relays the CloudFormation event to the setup function.",
-            findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
-        )
-        acknowledge(
-            provider,
-            "AwsSolutions-IAM5",
-            "The provider framework may invoke any version of the setup function (<function arn>:*), "
-            "as CDK generates it.",
-            findings=[f"Resource::<{logical_id(setup.function)}.Arn>:*"],
-        )
-        acknowledge(
-            provider,
-            "AwsSolutions-L1",
-            "The provider framework's Node.js runtime is chosen by CDK, not by this app.",
-        )
+        acknowledge_provider(provider, setup.function.function_arn)
         return resource
 
 
@@ -326,4 +320,3 @@ def _size(folder: Path) -> int:
 
 
 __all__ = ["Search", "SearchSettings", "domain_name", "search_statements"]
-

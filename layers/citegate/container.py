@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from citegate.policy.store import PolicyStore
     from citegate.ratelimit import Counters
     from citegate.search.base import SearchIndex
+    from citegate.sessions import SessionStore
     from citegate.store.blobs import BlobStore
     from citegate.store.documents import DocumentStore
     from citegate.store.kbs import KbStore
@@ -102,6 +103,12 @@ class Services:
         return Counters(self._table(resources.COUNTERS))
 
     @cached_property
+    def sessions(self) -> SessionStore:
+        from citegate.sessions import SessionStore
+
+        return SessionStore(self._table(resources.SESSIONS))
+
+    @cached_property
     def bucket(self) -> str:
         return self.settings.bucket or resources.bucket_name(self.settings.stage)
 
@@ -151,8 +158,22 @@ class Services:
 
             if not s.opensearch_url:
                 raise ValueError("CITEGATE_SEARCH_ENGINE=opensearch needs OPENSEARCH_URL")
+            if s.opensearch_auth == "aws-sigv4":
+                from urllib.parse import urlparse
+
+                host = urlparse(s.opensearch_url).hostname or s.opensearch_url
+                return OpenSearchIndex.from_aws(
+                    host,
+                    s.region,
+                    prefix=s.opensearch_index_prefix,
+                    dimension=self.embedder.dimension,
+                    auto_setup=s.opensearch_auto_setup,
+                )
             return OpenSearchIndex.from_url(
-                s.opensearch_url, prefix=s.opensearch_index_prefix, dimension=self.embedder.dimension
+                s.opensearch_url,
+                prefix=s.opensearch_index_prefix,
+                dimension=self.embedder.dimension,
+                auto_setup=s.opensearch_auto_setup,
             )
         from citegate.search.embedded import EmbeddedSearchIndex
 

@@ -49,6 +49,14 @@ class AuditUnavailable(CitegateError):
     kind, status = "audit_unavailable", 503
 
 
+class SessionForbidden(Forbidden):
+    kind = "session_forbidden"
+
+
+class SessionExpired(CitegateError):
+    kind, status = "session_expired", 410
+
+
 class NotFound(CitegateError):
     kind, status = "not_found", 404
 
@@ -112,9 +120,22 @@ _V1_CODES: dict[str, str] = {
 }
 
 
+# Spec 000's routes (Answer API, Agent Access) use its section 9 codes. `ragflow_unavailable` keeps
+# its name and means "the answering engine (the model) is unreachable".
+_ANSWER_CODES: dict[str, str] = {
+    "route_not_found": "not_found",
+    "internal": "internal_error",
+    "model_unavailable": "ragflow_unavailable",
+    "forbidden": "forbidden_tool",
+    "kb_not_found": "dataset_not_allowed",
+}
+
+
 def error_code(error: CitegateError, family: Family = "v1") -> str:
     if family == "v1":
         return _V1_CODES.get(error.kind, error.kind)
+    if family == "answer":
+        return _ANSWER_CODES.get(error.kind, error.kind)
     raise ValueError(f"no code table for family {family!r} yet")
 
 

@@ -52,6 +52,23 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/kb/{kb_id}/resolve_refs", "kb_resolve_refs", "rag_resolve_refs"),
     # Spec 002's governed knowledge entry for business agents (caller agent key).
     Route("POST", "/api/v1/knowledge/query", "knowledge_query", "ka_retrieve"),
+    # Spec 000: the Answer API for people and Agent Access tools for agents.
+    Route("POST", "/answer/ask", "answer_ask", "answer_ask"),
+    Route("POST", "/answer/sessions", "answer_session_create", "answer_sessions"),
+    Route("POST", "/answer/sessions/{sessionId}/turns", "answer_session_turn", "answer_turns"),
+    Route("POST", "/agent/tools/search", "agent_search", "search"),
+    Route("POST", "/agent/tools/ask", "agent_ask", "ask"),
+    Route("POST", "/agent/tools/get_page", "agent_get_page", "get_page"),
+    Route("POST", "/agent/tools/get_context", "agent_get_context", "get_context"),
+    Route("POST", "/agent/tools/create_feedback", "agent_create_feedback", "create_feedback"),
+    Route(
+        "POST",
+        "/agent/tools/create_improvement_task",
+        "agent_create_improvement_task",
+        "create_improvement_task",
+    ),
+    Route("GET", "/admin/feedback", "admin_feedback_list", "admin"),
+    Route("POST", "/admin/feedback/{record_id}/close", "admin_feedback_close", "admin"),
     # Administration: policies, agent credentials, the audit log.
     Route("GET", "/admin/policies", "admin_policies_list", "admin"),
     Route("GET", "/admin/policies/{principal_key}", "admin_policy_get", "admin"),

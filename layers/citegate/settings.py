@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     search_engine: Literal["embedded", "opensearch"] = Field("embedded", alias="CITEGATE_SEARCH_ENGINE")
     opensearch_url: str | None = Field(None, alias="OPENSEARCH_URL")
     opensearch_index_prefix: str = Field("citegate", alias="CITEGATE_OPENSEARCH_INDEX_PREFIX")
+    # "aws-sigv4" signs requests with the function's role (Amazon OpenSearch Service); "basic" uses
+    # the URL's user:password. Readers in AWS may not create templates, so setup runs at deploy.
+    opensearch_auth: Literal["basic", "aws-sigv4"] = Field("basic", alias="CITEGATE_OPENSEARCH_AUTH")
+    opensearch_auto_setup: bool = Field(True, alias="CITEGATE_OPENSEARCH_AUTO_SETUP")
 
     # Answering: offline extractive answerer by default, any OpenAI-compatible chat endpoint if set.
     llm_base_url: str | None = Field(None, alias="CITEGATE_LLM_BASE_URL")

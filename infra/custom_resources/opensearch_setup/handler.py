@@ -32,7 +32,9 @@ def _setup(properties: dict[str, Any]) -> dict[str, Any]:
     dimension = int(properties["Dimension"])
     fusions = [
         FusionConfig(
-            method=f["method"], lexical_weight=float(f["lexical_weight"]), rank_constant=int(f["rank_constant"])
+            method=f["method"],
+            lexical_weight=float(f["lexical_weight"]),
+            rank_constant=int(f["rank_constant"]),
         )
         for f in json.loads(properties.get("Fusions") or "[]")
     ]
@@ -58,7 +60,9 @@ def _setup(properties: dict[str, Any]) -> dict[str, Any]:
             except SearchUnavailable as error:  # unreachable, 5xx or 429: worth another try
                 if attempt == ATTEMPTS:
                     raise
-                log.warning("OpenSearch not ready (attempt %d): %s; retrying in %.0f s", attempt, error, delay)
+                log.warning(
+                    "OpenSearch not ready (attempt %d): %s; retrying in %.0f s", attempt, error, delay
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, 60.0)
     finally:
@@ -69,7 +73,9 @@ def _setup(properties: dict[str, Any]) -> dict[str, Any]:
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request = event["RequestType"]
     properties = event.get("ResourceProperties", {})
-    physical_id = event.get("PhysicalResourceId") or f"{properties.get('Endpoint')}/{properties.get('Prefix')}"
+    physical_id = (
+        event.get("PhysicalResourceId") or f"{properties.get('Endpoint')}/{properties.get('Prefix')}"
+    )
     log.info("OpenSearch setup: %s %s", request, physical_id)
     if request == "Delete":
         return {"PhysicalResourceId": physical_id}

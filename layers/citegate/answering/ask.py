@@ -98,9 +98,11 @@ def ask(
     top_k: int = 8,
     score_threshold: float | None = None,
     max_context_parents: int = 4,
+    retrieval_query: str | None = None,
 ) -> AskOutcome:
+    """`retrieval_query` lets a follow-up turn search with what earlier turns were about."""
     started = time.perf_counter()
-    retrieval = retrieve(s, scope, question, top_k=top_k, score_threshold=score_threshold)
+    retrieval = retrieve(s, scope, retrieval_query or question, top_k=top_k, score_threshold=score_threshold)
     answerer = s.answerer
     stats: dict[str, Any] = {"retrieval": retrieval.stats, "answerer": answerer.name}
 

@@ -166,7 +166,9 @@ class ExtractiveConfig:
 
 
 DEFAULT_CONFIG: Final = ExtractiveConfig()
-_PRONOUN_OPENING = re.compile(r"^(?:It|Its|He|His|She|Her|They|Their|This|These|Those|That)\b|^(?:它|他|她|其|该|該|此)")
+_PRONOUN_OPENING = re.compile(
+    r"^(?:It|Its|He|His|She|Her|They|Their|This|These|Those|That)\b|^(?:它|他|她|其|该|該|此)"
+)
 
 # ------------------------------------------------------------------------------------- sentences
 

@@ -145,6 +145,35 @@ class OpenAIChatAnswerer:
         raise AnswererUnavailable(f"the model returned malformed output twice ({problem})")
 
 
+MODEL_ONLY_PROMPT = (
+    "Answer from your general knowledge in at most three sentences. If you do not know, say so. "
+    "Answer in the language of the question."
+)
+
+
+def _model_only(self: OpenAIChatAnswerer, question: str) -> str:
+    """An uncited answer from the model's own knowledge, for policies that allow it (labelled by
+    the caller as not coming from the knowledge base)."""
+    import openai
+
+    try:
+        completion = self._openai().chat.completions.create(
+            model=self.model,
+            messages=[
+                {"role": "system", "content": MODEL_ONLY_PROMPT},
+                {"role": "user", "content": question},
+            ],
+            temperature=0,
+            max_tokens=300,
+        )
+    except (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError) as error:
+        raise AnswererUnavailable(f"the model is unreachable: {type(error).__name__}") from error
+    return str(completion.choices[0].message.content or "").strip()
+
+
+OpenAIChatAnswerer.answer_from_model = _model_only  # type: ignore[attr-defined]
+
+
 def parse_answer(raw: str) -> dict[str, Any]:
     text = raw.strip()
     if text.startswith("```"):

@@ -1,0 +1,249 @@
+"""Spec 000's Answer API and Agent Access, on the same engine as spec 004's `ask`.
+
+Questions span every knowledge base the caller may read (approved ones, plus working ones when
+granted and asked for), filtered by the effective scope. The AnswerResult adds what spec 000
+asks for on top of `ask`: citations in its shape, per-sentence grounding, a confidence computed
+from the evidence, the no-answer reason and actions, related pages and the audit block.
+
+Confidence (documented for users in docs/api.md):
+    support   the answerer's own support score (extractive: calibrated on SQuAD 2.0 dev), or the
+              top fused retrieval score when the answerer gives none
+    coverage  the share of answer sentences that carry at least one citation
+    agreement 1.0 when two or more cited passages back the answer, 0.6 for one
+    score = 0.5 * support + 0.3 * coverage + 0.2 * agreement
+    high:   score >= 0.75 and every sentence grounded; medium: score >= 0.5; otherwise low.
+    No answer is always low.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from citegate.answering.ask import AskOutcome, ask
+from citegate.errors import DatasetNotAllowed
+from citegate.governance import Authorized, current_call, readable_kbs
+from citegate.models.answer import Action, AnswerAudit, AnswerCitation, AnswerResult, GroundedSentence
+from citegate.models.retrieval import Citation
+from citegate.retrieval import Scope
+
+if TYPE_CHECKING:
+    from citegate.container import Services
+
+_SENTENCE = re.compile(r"(?<=[.!?。！？])(?:\s*\[\d+\])*\s+|(?<=\])\s+(?=[A-Z\u4e00-\u9fff])")
+_MARKER = re.compile(r"\[(\d+)\]")
+NO_READABLE_KB = "No knowledge base you may read is available for this scope."
+
+
+def to_answer_citation(citation: Citation) -> AnswerCitation:
+    return AnswerCitation(
+        path=citation.path,
+        url=citation.url,
+        title=citation.title or citation.source_name,
+        anchor=citation.anchor,
+        chunkId=citation.ref_id,
+        sourceProject=citation.project,
+        version=citation.version,
+        snippet=citation.snippet,
+        kbId=citation.kb_id,
+        page=citation.page_hint,
+    )
+
+
+def split_sentences(answer: str) -> list[str]:
+    """Answer sentences with their trailing markers kept on them."""
+    pieces = re.split(r"(?<=[.!?。！？])\s+(?=\S)", answer.strip())
+    sentences: list[str] = []
+    for piece in pieces:
+        # A piece that is only markers belongs to the sentence before it.
+        if sentences and re.fullmatch(r"(?:\s*\[\d+\])+\s*", piece):
+            sentences[-1] = f"{sentences[-1]} {piece.strip()}"
+        elif piece.strip():
+            sentences.append(piece.strip())
+    return sentences
+
+
+def ground(answer: str, citation_count: int) -> tuple[str, list[GroundedSentence], int]:
+    """Per sentence, the citations that support it. Unsupported sentences are removed from the
+    answer (and reported, `supported: false`); returns the kept answer, the grounding and how many
+    sentences were removed."""
+    grounding: list[GroundedSentence] = []
+    kept: list[str] = []
+    removed = 0
+    for sentence in split_sentences(answer):
+        numbers = sorted({int(n) for n in _MARKER.findall(sentence) if 1 <= int(n) <= citation_count})
+        if numbers:
+            kept.append(sentence)
+            grounding.append(GroundedSentence(sentence=sentence, citations=numbers, supported=True))
+        else:
+            removed += 1
+            grounding.append(GroundedSentence(sentence=sentence, citations=[], supported=False))
+    return " ".join(kept), grounding, removed
+
+
+def confidence_of(
+    outcome: AskOutcome, grounding: Sequence[GroundedSentence], removed: int
+) -> tuple[str, float]:
+    if outcome.no_answer:
+        return "low", 0.0
+    draft = outcome.draft
+    if draft is not None and draft.support_score is not None:
+        support = float(draft.support_score)
+    else:
+        support = min(1.0, max((h.score for h in outcome.retrieval.hits), default=0.0))
+    total = len(grounding) or 1
+    coverage = sum(1 for g in grounding if g.supported) / total
+    agreement = 1.0 if len(outcome.used_refs) >= 2 else 0.6
+    score = 0.5 * support + 0.3 * coverage + 0.2 * agreement
+    if score >= 0.75 and removed == 0:
+        return "high", score
+    if score >= 0.5:
+        return "medium", score
+    return "low", score
+
+
+def related_pages(outcome: AskOutcome, cited: set[str], limit: int = 5) -> list[dict[str, Any]]:
+    """Documents among the retrieved passages that the answer did not cite."""
+    pages: dict[str, dict[str, Any]] = {}
+    for hit in outcome.retrieval.hits:
+        chunk = hit.chunk
+        if chunk.ref_id in cited or chunk.document_id in pages:
+            continue
+        pages[chunk.document_id] = {
+            "path": chunk.path,
+            "url": chunk.url,
+            "title": chunk.title or chunk.source_name,
+            "sourceProject": chunk.project,
+            "version": chunk.version,
+            "score": round(hit.score, 4),
+        }
+    return list(pages.values())[:limit]
+
+
+def summary_of(answer: str) -> str:
+    first = split_sentences(answer)[0] if answer else ""
+    text = _MARKER.sub("", first).strip()
+    return text if len(text) <= 200 else text[:197].rstrip() + "…"
+
+
+def actions_for(
+    call: Authorized, question: str, scope: dict[str, Any], paths: list[str], no_answer: bool
+) -> list[Action]:
+    from citegate.feedback import dedupe_key
+
+    feedback_key = dedupe_key("qa_no_answer" if no_answer else "qa_feedback", question, scope, paths)
+    actions = [
+        Action(
+            type="create_feedback",
+            enabled=call.policy.allows_write("feedback") and call.policy.allows_tool("create_feedback"),
+            dedupeKey=feedback_key,
+        )
+    ]
+    if no_answer:
+        actions.append(
+            Action(
+                type="create_improvement_task",
+                enabled=call.policy.allows_write("improvement_task")
+                and call.policy.allows_tool("create_improvement_task"),
+                dedupeKey=dedupe_key("knowledge_gap", question, scope, paths),
+            )
+        )
+    return actions
+
+
+@dataclass
+class Asked:
+    result: AnswerResult
+    outcome: AskOutcome
+
+
+def answer_question(
+    s: Services,
+    call: Authorized,
+    question: str,
+    *,
+    top_k: int = 8,
+    retrieval_query: str | None = None,
+    require_citations: bool = True,
+) -> Asked:
+    record = current_call()
+    if not call.policy.knowledge_bases:
+        raise DatasetNotAllowed("no knowledge base is granted to the caller")
+    kbs = readable_kbs(s, call, include_working=call.scope.include_working_docs)
+    kb_ids = frozenset(kb.kb_id for kb in kbs)
+    record.note(knowledge_bases=sorted(kb_ids), query=question)
+    diagnostics: dict[str, Any] = {}
+    if not require_citations:
+        # Only a policy that allows model knowledge may drop citations; nothing here invents an
+        # uncited answer when the policy does not.
+        diagnostics["requireCitations"] = (
+            "granted" if call.policy.model_fallback else "not granted: citations required"
+        )
+    outcome = _ask(s, kb_ids, call, question, top_k, retrieval_query)
+    citations = [to_answer_citation(c) for c in outcome.citations]
+    answer, grounding, removed = (
+        ground(outcome.answer, len(citations)) if not outcome.no_answer else (outcome.answer, [], 0)
+    )
+    if not outcome.no_answer and not answer:
+        outcome.no_answer, outcome.no_answer_code = True, "invalid_citations"
+        outcome.no_answer_reason = "No sentence of the answer could be tied to a cited passage."
+    confidence, score = confidence_of(outcome, grounding, removed)
+    diagnostics.update(
+        {
+            "confidenceScore": round(score, 4),
+            "removedUnsupportedSentences": removed,
+            "retrieval": outcome.stats.get("retrieval"),
+            "answerer": outcome.stats.get("answerer"),
+        }
+    )
+    if not kb_ids:
+        diagnostics["knowledgeBases"] = NO_READABLE_KB
+    scope_dump = call.scope.model_dump(exclude_none=True)
+    paths = [c.path for c in citations if c.path]
+    cited = {c.chunkId for c in citations}
+    result = AnswerResult(
+        answer=answer if not outcome.no_answer else "",
+        summary=summary_of(answer) if not outcome.no_answer else (outcome.no_answer_reason or ""),
+        citations=citations if not outcome.no_answer else [],
+        confidence=confidence,  # type: ignore[arg-type]
+        grounding=grounding,
+        noAnswerReason={"code": "no_answer", "reason": outcome.no_answer_reason or NO_READABLE_KB}
+        if outcome.no_answer
+        else None,
+        relatedPages=related_pages(outcome, cited),
+        actions=actions_for(call, question, scope_dump, paths, outcome.no_answer),
+        audit=AnswerAudit(requestId=record.request_id, caller=call.principal.id, scope=call.scope.label()),
+        diagnostics=diagnostics,
+    )
+    if outcome.no_answer and not require_citations and call.policy.model_fallback:
+        fallback = getattr(s.answerer, "answer_from_model", None)
+        if fallback is not None:
+            result.answer = fallback(question)
+            result.answerSource = "model"
+            result.summary = "Not from the knowledge base: the model's own knowledge, without citations."
+    record.note(
+        result_count=len(outcome.retrieval.hits),
+        retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
+        cited=sorted(cited),
+    )
+    return Asked(result, outcome)
+
+
+def _ask(
+    s: Services,
+    kb_ids: frozenset[str],
+    call: Authorized,
+    question: str,
+    top_k: int,
+    retrieval_query: str | None,
+) -> AskOutcome:
+    if not kb_ids:
+        from citegate.retrieval import Retrieval
+
+        return AskOutcome(
+            "", [], [], True, "no_evidence", NO_READABLE_KB, Retrieval([], {}), [], None, None, {}
+        )
+    scope: Scope = call.search_scope(kb_ids)
+    return ask(s, scope, question, top_k=top_k, retrieval_query=retrieval_query)

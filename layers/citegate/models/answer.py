@@ -1,0 +1,111 @@
+"""Spec 000's standard request (section 4) and AnswerResult (section 5), with the agent tools' bodies."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from citegate.policy.model import RequestedScope
+
+
+class WireModel(BaseModel):
+    """Spec 000 bodies are camelCase on the wire; unknown fields are refused so typos surface."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, populate_by_name=True)
+
+
+class Caller(WireModel):
+    type: Literal["human", "agent"] | None = None
+    id: str | None = Field(None, max_length=200)
+    purpose: str | None = Field(None, max_length=500)
+
+
+class AskBody(WireModel):
+    caller: Caller = Field(default_factory=Caller)
+    scope: RequestedScope | None = None
+    question: str = Field(min_length=1, max_length=4000)
+    requireCitations: bool = True
+    topK: int = Field(8, ge=1, le=50)
+
+
+class SearchBody(WireModel):
+    caller: Caller = Field(default_factory=Caller)
+    scope: RequestedScope | None = None
+    query: str = Field(min_length=1, max_length=4000)
+    topK: int = Field(8, ge=1, le=50)
+
+
+class GetPageBody(WireModel):
+    caller: Caller = Field(default_factory=Caller)
+    scope: RequestedScope | None = None
+    path: str = Field(min_length=1, max_length=1000)
+    version: str | None = Field(None, max_length=100)
+
+
+class GetContextBody(WireModel):
+    caller: Caller = Field(default_factory=Caller)
+    scope: RequestedScope | None = None
+    task: str = Field(min_length=1, max_length=4000)
+    tokenBudget: int = Field(4000, ge=200, le=32000)
+
+
+class SessionCreateBody(WireModel):
+    caller: Caller = Field(default_factory=Caller)
+    scope: RequestedScope | None = None
+    question: str | None = Field(None, min_length=1, max_length=4000)
+    requireCitations: bool = True
+
+
+class TurnBody(WireModel):
+    caller: Caller = Field(default_factory=Caller)
+    scope: RequestedScope | None = None
+    question: str = Field(min_length=1, max_length=4000)
+    requireCitations: bool = True
+
+
+class AnswerCitation(BaseModel):
+    path: str
+    url: str
+    title: str
+    anchor: str
+    chunkId: str
+    sourceProject: str
+    version: str
+    snippet: str = ""
+    kbId: str = ""
+    page: int | None = None
+
+
+class GroundedSentence(BaseModel):
+    sentence: str
+    citations: list[int]  # 1-based indexes into `citations`
+    supported: bool
+
+
+class Action(BaseModel):
+    type: Literal["create_feedback", "create_improvement_task"]
+    enabled: bool
+    dedupeKey: str
+
+
+class AnswerAudit(BaseModel):
+    requestId: str
+    caller: str
+    scope: str
+
+
+class AnswerResult(BaseModel):
+    answer: str
+    summary: str
+    citations: list[AnswerCitation]
+    confidence: Literal["high", "medium", "low"]
+    grounding: list[GroundedSentence]
+    noAnswerReason: dict[str, str] | None
+    relatedPages: list[dict[str, Any]]
+    actions: list[Action]
+    audit: AnswerAudit
+    answerSource: Literal["knowledge_base", "model"] = "knowledge_base"
+    sessionId: str | None = None
+    turn: int | None = None
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
