@@ -32,7 +32,6 @@ from citegate.retrieval import Scope
 if TYPE_CHECKING:
     from citegate.container import Services
 
-_SENTENCE = re.compile(r"(?<=[.!?。！？])(?:\s*\[\d+\])*\s+|(?<=\])\s+(?=[A-Z\u4e00-\u9fff])")
 _MARKER = re.compile(r"\[(\d+)\]")
 NO_READABLE_KB = "No knowledge base you may read is available for this scope."
 
@@ -52,16 +51,25 @@ def to_answer_citation(citation: Citation) -> AnswerCitation:
     )
 
 
+_BOUNDARY = re.compile(r"[.!?。！？](?:\s*\[\d+\])*")
+
+
 def split_sentences(answer: str) -> list[str]:
-    """Answer sentences with their trailing markers kept on them."""
-    pieces = re.split(r"(?<=[.!?。！？])\s+(?=\S)", answer.strip())
+    """Answer sentences, each with the citation markers that follow its final punctuation."""
+    text = answer.strip()
     sentences: list[str] = []
-    for piece in pieces:
-        # A piece that is only markers belongs to the sentence before it.
-        if sentences and re.fullmatch(r"(?:\s*\[\d+\])+\s*", piece):
-            sentences[-1] = f"{sentences[-1]} {piece.strip()}"
-        elif piece.strip():
-            sentences.append(piece.strip())
+    start = 0
+    for match in _BOUNDARY.finditer(text):
+        end = match.end()
+        # Latin sentences end before whitespace; Chinese ones need none.
+        if end == len(text) or text[end].isspace() or match.group(0)[0] in "。！？":
+            piece = text[start:end].strip()
+            if piece:
+                sentences.append(piece)
+            start = end
+    rest = text[start:].strip()
+    if rest:
+        sentences.append(rest)
     return sentences
 
 

@@ -29,7 +29,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citegate import resources
-from citegate.errors import Conflict, InvalidRequest, NotFound
+from citegate.errors import Conflict, InvalidRequest, NotFound, StorageUnavailable
 from citegate.identity.principal import Principal
 from citegate.models.feedback import (
     AdminReportEntry,
@@ -46,6 +46,8 @@ from citegate.policy.model import InvalidPath, normalize_path
 from citegate.store.dynamo import from_item, is_conditional_failure, to_item, utc_now
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+
     from citegate.container import Services
 
 KINDS: tuple[Kind, ...] = ("feedback", "improvement_task")
@@ -92,9 +94,27 @@ def _canonical(value: Any, key: str | None = None) -> Any:
     return value
 
 
+# A scope is what it covers, whichever shape it is written in: spec 000's request (`paths`,
+# `version`) and citegate's effective scope (`path_prefixes`, `versions`) hash alike.
+_SCOPE_ALIASES = {
+    "path_prefixes": "paths",
+    "version": "versions",
+    "include_working_docs": "includeWorkingDocs",
+}
+
+
 def canonical_scope(scope: dict[str, Any] | None) -> dict[str, Any] | None:
-    canonical = _canonical(scope or {})
-    return cast("dict[str, Any] | None", canonical)
+    merged: dict[str, Any] = {}
+    for name, value in (scope or {}).items():
+        if value is None:
+            continue
+        name = _SCOPE_ALIASES.get(name, name)
+        if name == "versions" and isinstance(value, str):
+            value = [value]
+        if isinstance(merged.get(name), list) and isinstance(value, list):
+            value = merged[name] + value
+        merged[name] = value
+    return cast("dict[str, Any] | None", _canonical(merged))
 
 
 def dedupe_key(
@@ -379,9 +399,7 @@ class FeedbackStore:
     def close(self, item: dict[str, Any], closed: dict[str, Any]) -> bool:
         """Move the open record to its closed id in one transaction. False if a report (or another
         close) changed it since it was read, so nothing absorbed in between is lost."""
-        from boto3.dynamodb.types import TypeSerializer
-
-        serializer = TypeSerializer()
+        # The resource's client takes plain Python values (boto3 serialises them, as for the Table).
         client = self._table.meta.client
         name = self._table.name
         try:
@@ -390,19 +408,16 @@ class FeedbackStore:
                     {
                         "Delete": {
                             "TableName": name,
-                            "Key": {"record_id": {"S": item["record_id"]}},
+                            "Key": {"record_id": item["record_id"]},
                             "ConditionExpression": "#status = :open AND #count = :count",
                             "ExpressionAttributeNames": {"#status": "status", "#count": "count"},
-                            "ExpressionAttributeValues": {
-                                ":open": {"S": "open"},
-                                ":count": {"N": str(item["count"])},
-                            },
+                            "ExpressionAttributeValues": {":open": "open", ":count": item["count"]},
                         }
                     },
                     {
                         "Put": {
                             "TableName": name,
-                            "Item": {k: serializer.serialize(v) for k, v in to_item(closed).items()},
+                            "Item": to_item(closed),
                             "ConditionExpression": "attribute_not_exists(record_id)",
                         }
                     },
@@ -430,7 +445,9 @@ def _caller_key(principal: Principal) -> str:
     return f"{principal.tenant_id}:{principal.type}:{principal.id}"
 
 
-def _mark_replay(response: Any, _record: Any) -> Any:
+def _mark_replay(response: Any, idempotent_data: DataRecord) -> Any:
+    # Powertools calls this only when it answers from the store: the body stays the first one's,
+    # the flag lets the handler say so in a header.
     return {"replayed": True, "result": response} if isinstance(response, dict) else response
 
 
@@ -540,6 +557,7 @@ class FeedbackService:
         from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
         from aws_lambda_powertools.utilities.idempotency.exceptions import (
             IdempotencyAlreadyInProgressError,
+            IdempotencyPersistenceLayerError,
             IdempotencyValidationError,
         )
 
@@ -583,6 +601,9 @@ class FeedbackService:
                     "this idempotencyKey was already used for a different report",
                     details={"field": "idempotencyKey", "reason": "idempotency_key_reused"},
                 ) from error
+            except IdempotencyPersistenceLayerError as error:
+                # Raised only around the idempotency table itself (our own errors pass through).
+                raise StorageUnavailable("the idempotency store is unavailable; retry") from error
             except IdempotencyAlreadyInProgressError as error:
                 # The first call with this key is still running: wait for its answer, then replay it.
                 if time.monotonic() + pause > deadline:
@@ -624,7 +645,7 @@ class FeedbackService:
             raise Conflict("the feedback record kept changing; retry", details={"retry_after": 1})
         if not created:
             self.store.trim_reports(record_id, len(item.get("reports") or []), REPORTS_KEPT)
-        item = self._sync_sink(item, entry, created, request_id)
+        item = self._sync_sink(item, entry, request_id)
         return ReportResult(
             record=public_record(item),
             created=created,
@@ -663,18 +684,14 @@ class FeedbackService:
             "last_seen": entry["at"],
         }
 
-    def _sync_sink(
-        self, item: dict[str, Any], entry: dict[str, Any], created: bool, request_id: str
-    ) -> dict[str, Any]:
+    def _sync_sink(self, item: dict[str, Any], entry: dict[str, Any], request_id: str) -> dict[str, Any]:
         settings = self._sink_settings()
         if not settings.enabled:
             return item
         sink = GitHubSink(settings)
         record_id = item["record_id"]
         number = item.get("github_issue_number")
-        if number is not None:
-            if created:
-                return item
+        if number is not None:  # an absorbed report: the issue exists, add to it
             try:
                 sink.comment(int(number), _comment_body(item, entry))
             except SinkError as error:

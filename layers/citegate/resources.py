@@ -65,6 +65,13 @@ AUDIT = TableShape(
 # Fixed-window counters for rate limits and token budgets.
 COUNTERS = TableShape("counters", "counter_key", ttl_attribute="expires_at")
 
+# Answer sessions (spec 000 section 7); DynamoDB's TTL deletes late, so code checks expires_at too.
+SESSIONS = TableShape("sessions", "session_id", ttl_attribute="expires_at_epoch")
+# Powertools idempotency records (its default attribute names): a retry returns the first result.
+IDEMPOTENCY = TableShape("idempotency", "id", ttl_attribute="expiration")
+# Feedback and improvement tasks, deduplicated by dedupeKey; the kind index lists them by recency.
+FEEDBACK = TableShape("feedback", "record_id", indexes=(IndexShape("by_kind", "kind", "last_seen"),))
+
 TABLES: tuple[TableShape, ...] = (
     KBS,
     DOCUMENTS,
@@ -75,6 +82,9 @@ TABLES: tuple[TableShape, ...] = (
     CREDENTIALS,
     AUDIT,
     COUNTERS,
+    SESSIONS,
+    IDEMPOTENCY,
+    FEEDBACK,
 )
 AUDIT_TTL_DAYS = 400
 TASK_TTL_DAYS = 30

@@ -14,19 +14,33 @@ from citegate.local.gateway import create_app
 from tests.integration.conftest import ingest
 
 COMPONENT = "publish/system/components/kunora-kgent"
-MEMORY = ("Agent memory in kunora-kgent is configured in memory.yaml with the max_items setting, "
-          "which defaults to 500 entries.")
+MEMORY = (
+    "Agent memory in kunora-kgent is configured in memory.yaml with the max_items setting, "
+    "which defaults to 500 entries."
+)
 LIMITS = "The memory limit of kunora-kgent agents is 2 GB per agent process, set with memory_limit_mb."
 
 
 @pytest.fixture(scope="module")
 def corpus(client: TestClient) -> str:
-    kb = client.post("/v1/kb", json={"name": "kgent docs " + uuid.uuid4().hex[:6], "status": "approved"}).json()["kb_id"]
+    kb = client.post(
+        "/v1/kb", json={"name": "kgent docs " + uuid.uuid4().hex[:6], "status": "approved"}
+    ).json()["kb_id"]
     meta = {"project": "kunora-kgent", "version": "main"}
-    ingest(client, kb, text=f"# Memory\n\n{MEMORY}\n\n## Limits\n\n{LIMITS}", source_name="memory.md",
-           metadata={**meta, "path": f"{COMPONENT}/memory.md", "url": "/system/components/kunora-kgent/memory"})
-    ingest(client, kb, text="# Private\n\nThe deployment signing key rotates every 90 days.", source_name="private.md",
-           metadata={**meta, "path": "internal/ops/keys.md"})
+    ingest(
+        client,
+        kb,
+        text=f"# Memory\n\n{MEMORY}\n\n## Limits\n\n{LIMITS}",
+        source_name="memory.md",
+        metadata={**meta, "path": f"{COMPONENT}/memory.md", "url": "/system/components/kunora-kgent/memory"},
+    )
+    ingest(
+        client,
+        kb,
+        text="# Private\n\nThe deployment signing key rotates every 90 days.",
+        source_name="private.md",
+        metadata={**meta, "path": "internal/ops/keys.md"},
+    )
     return kb
 
 
@@ -38,7 +52,7 @@ def _agent(client: TestClient, policy: dict[str, Any]) -> TestClient:
 
 
 KGENT_POLICY = {
-    "tools": ["search", "ask", "get_page", "get_context"],
+    "tools": ["search", "ask", "get_page", "get_context", "answer_sessions", "answer_turns"],
     "knowledge_bases": ["*"],
     "scope": {"projects": ["kunora-kgent"], "path_prefixes": [COMPONENT], "versions": ["main"]},
     "write_actions": ["feedback"],
@@ -47,11 +61,14 @@ KGENT_POLICY = {
 
 def test_a_person_asks_from_the_page(corpus: str) -> None:
     anonymous = TestClient(create_app())
-    response = anonymous.post("/answer/ask", json={
-        "caller": {"type": "human", "purpose": "page-question"},
-        "scope": {"paths": [COMPONENT], "version": "main"},
-        "question": "How is agent memory configured in kunora-kgent?",
-    })
+    response = anonymous.post(
+        "/answer/ask",
+        json={
+            "caller": {"type": "human", "purpose": "page-question"},
+            "scope": {"paths": [COMPONENT], "version": "main"},
+            "question": "How is agent memory configured in kunora-kgent?",
+        },
+    )
     assert response.status_code == 200, response.text
     result = response.json()
     assert result["answer"] and result["citations"] and result["confidence"] in ("high", "medium")
@@ -66,48 +83,74 @@ def test_a_person_asks_from_the_page(corpus: str) -> None:
 
 def test_an_agent_reaching_outside_its_paths_gets_forbidden_scope(client: TestClient, corpus: str) -> None:
     with _agent(client, KGENT_POLICY) as agent:
-        response = agent.post("/agent/tools/ask", json={"scope": {"paths": ["internal/ops"]}, "question": "keys?"})
+        response = agent.post(
+            "/agent/tools/ask", json={"scope": {"paths": ["internal/ops"]}, "question": "keys?"}
+        )
         assert response.status_code == 403 and response.json()["error"] == "forbidden_scope"
-        escape = agent.post("/agent/tools/search", json={"scope": {"paths": [f"{COMPONENT}/../../../internal"]},
-                                                         "query": "signing key"})
+        escape = agent.post(
+            "/agent/tools/search",
+            json={"scope": {"paths": [f"{COMPONENT}/../../../internal"]}, "query": "signing key"},
+        )
         assert escape.json()["error"] == "forbidden_scope"
         # Without asking for more, the grant is the scope: the private page never shows up.
         found = agent.post("/agent/tools/search", json={"query": "deployment signing key rotates"}).json()
         assert all(r["citation"]["path"].startswith(COMPONENT) for r in found["results"])
 
 
-def test_an_agent_calling_a_tool_it_was_not_granted_gets_forbidden_tool(client: TestClient, corpus: str) -> None:
+def test_an_agent_calling_a_tool_it_was_not_granted_gets_forbidden_tool(
+    client: TestClient, corpus: str
+) -> None:
     with _agent(client, {**KGENT_POLICY, "tools": ["search"]}) as agent:
         response = agent.post("/agent/tools/get_context", json={"task": "configure memory"})
         assert response.status_code == 403 and response.json()["error"] == "forbidden_tool"
 
 
 def test_no_answer_gives_a_reason_and_feedback_actions(corpus: str) -> None:
-    result = TestClient(create_app()).post("/answer/ask", json={
-        "question": "What is the boiling point of tungsten?", "scope": {"paths": [COMPONENT]}}).json()
+    result = (
+        TestClient(create_app())
+        .post(
+            "/answer/ask",
+            json={"question": "What is the boiling point of tungsten?", "scope": {"paths": [COMPONENT]}},
+        )
+        .json()
+    )
     assert result["answer"] == "" and result["citations"] == [] and result["confidence"] == "low"
     assert result["noAnswerReason"]["code"] == "no_answer" and result["noAnswerReason"]["reason"]
     kinds = {a["type"]: a for a in result["actions"]}
     assert set(kinds) == {"create_feedback", "create_improvement_task"}
-    assert len(kinds["create_feedback"]["dedupeKey"]) == 64 and "tungsten" not in kinds["create_feedback"]["dedupeKey"]
+    assert (
+        len(kinds["create_feedback"]["dedupeKey"]) == 64
+        and "tungsten" not in kinds["create_feedback"]["dedupeKey"]
+    )
 
 
 def test_a_follow_up_turn_keeps_scope_and_citations(corpus: str) -> None:
     person = TestClient(create_app())
-    created = person.post("/answer/sessions", json={"scope": {"paths": [COMPONENT], "version": "main"},
-                                                    "question": "How is agent memory configured in kunora-kgent?"})
+    created = person.post(
+        "/answer/sessions",
+        json={
+            "scope": {"paths": [COMPONENT], "version": "main"},
+            "question": "How is agent memory configured in kunora-kgent?",
+        },
+    )
     assert created.status_code == 201, created.text
     session = created.json()
     assert session["turn"]["citations"] and session["scope"]["path_prefixes"] == [f"{COMPONENT}/"]
     headers = {"X-Session-Token": session["sessionToken"]}
-    follow = person.post(f"/answer/sessions/{session['sessionId']}/turns", headers=headers,
-                         json={"question": "What about its memory limits?"})
+    follow = person.post(
+        f"/answer/sessions/{session['sessionId']}/turns",
+        headers=headers,
+        json={"question": "What about its memory limits?"},
+    )
     assert follow.status_code == 200, follow.text
     turn = follow.json()
     assert turn["turn"] == 2 and "2 GB" in turn["answer"]
     assert all(c["path"].startswith(COMPONENT) for c in turn["citations"])
-    wider = person.post(f"/answer/sessions/{session['sessionId']}/turns", headers=headers,
-                        json={"question": "keys?", "scope": {"paths": ["internal"]}})
+    wider = person.post(
+        f"/answer/sessions/{session['sessionId']}/turns",
+        headers=headers,
+        json={"question": "keys?", "scope": {"paths": ["internal"]}},
+    )
     assert wider.status_code == 403 and wider.json()["error"] == "forbidden_scope"
 
 
@@ -115,13 +158,17 @@ def test_someone_else_using_the_session_id_gets_session_forbidden(client: TestCl
     owner = _agent(client, KGENT_POLICY)
     session = owner.post("/answer/sessions", json={}).json()
     other = _agent(client, KGENT_POLICY)
-    stolen = other.post(f"/answer/sessions/{session['sessionId']}/turns",
-                        headers={"X-Session-Token": session["sessionToken"]}, json={"question": "memory?"})
+    stolen = other.post(
+        f"/answer/sessions/{session['sessionId']}/turns",
+        headers={"X-Session-Token": session["sessionToken"]},
+        json={"question": "memory?"},
+    )
     assert stolen.status_code == 403 and stolen.json()["error"] == "session_forbidden"
     no_token = owner.post(f"/answer/sessions/{session['sessionId']}/turns", json={"question": "memory?"})
     assert no_token.json()["error"] == "session_forbidden"
-    unknown = owner.post("/answer/sessions/s_missing/turns", headers={"X-Session-Token": "x"},
-                         json={"question": "memory?"})
+    unknown = owner.post(
+        "/answer/sessions/s_missing/turns", headers={"X-Session-Token": "x"}, json={"question": "memory?"}
+    )
     assert unknown.json()["error"] == "session_forbidden"
 
 
@@ -129,26 +176,40 @@ def test_an_expired_session_gets_session_expired(client: TestClient, corpus: str
     person = TestClient(create_app())
     session = person.post("/answer/sessions", json={}).json()
     table = stack.services.sessions._table
-    table.update_item(Key={"session_id": session["sessionId"]}, UpdateExpression="SET expires_at_epoch = :past",
-                      ExpressionAttributeValues={":past": int(time.time()) - 1})
-    expired = person.post(f"/answer/sessions/{session['sessionId']}/turns",
-                          headers={"X-Session-Token": session["sessionToken"]}, json={"question": "memory?"})
+    table.update_item(
+        Key={"session_id": session["sessionId"]},
+        UpdateExpression="SET expires_at_epoch = :past",
+        ExpressionAttributeValues={":past": int(time.time()) - 1},
+    )
+    expired = person.post(
+        f"/answer/sessions/{session['sessionId']}/turns",
+        headers={"X-Session-Token": session["sessionToken"]},
+        json={"question": "memory?"},
+    )
     assert expired.status_code == 410 and expired.json()["error"] == "session_expired"
 
 
-def test_an_unreachable_answering_engine_is_ragflow_unavailable(corpus: str, stack: Any,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreachable_answering_engine_is_ragflow_unavailable(
+    corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from citegate.answering.openai_chat import OpenAIChatAnswerer
 
-    monkeypatch.setitem(stack.services.__dict__, "answerer",
-                        OpenAIChatAnswerer(base_url="http://127.0.0.1:9/v1", api_key="k", model="m", timeout=0.5))
-    response = TestClient(create_app()).post("/answer/ask", json={
-        "question": "How is agent memory configured in kunora-kgent?", "scope": {"paths": [COMPONENT]}})
+    monkeypatch.setitem(
+        stack.services.__dict__,
+        "answerer",
+        OpenAIChatAnswerer(base_url="http://127.0.0.1:9/v1", api_key="k", model="m", timeout=0.5),
+    )
+    response = TestClient(create_app()).post(
+        "/answer/ask",
+        json={"question": "How is agent memory configured in kunora-kgent?", "scope": {"paths": [COMPONENT]}},
+    )
     assert response.status_code == 503 and response.json()["error"] == "ragflow_unavailable"
     assert "answer" not in response.json()
 
 
-def test_an_unreachable_index_is_search_unavailable(corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreachable_index_is_search_unavailable(
+    corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from citegate.search.base import SearchUnavailable
 
     def down(**_: Any) -> Any:
@@ -162,12 +223,18 @@ def test_an_unreachable_index_is_search_unavailable(corpus: str, stack: Any, mon
 def test_section_9_codes_for_bad_calls(client: TestClient, corpus: str) -> None:
     anonymous = TestClient(create_app())
     assert anonymous.post("/answer/ask", json={"question": ""}).json()["error"] == "invalid_request"
-    assert anonymous.post("/answer/ask", json={"question": "x", "colour": 1}).json()["error"] == "invalid_request"
+    assert (
+        anonymous.post("/answer/ask", json={"question": "x", "colour": 1}).json()["error"]
+        == "invalid_request"
+    )
     bad_token = TestClient(create_app(), headers={"Authorization": "Bearer nope"})
     assert bad_token.post("/answer/ask", json={"question": "x"}).json()["error"] == "unauthorized"
     assert anonymous.post("/agent/tools/search", json={"query": "x"}).json()["error"] == "unauthorized"
     with _agent(client, {**KGENT_POLICY, "knowledge_bases": []}) as no_datasets:
-        assert no_datasets.post("/agent/tools/ask", json={"question": "memory?"}).json()["error"] == "dataset_not_allowed"
+        assert (
+            no_datasets.post("/agent/tools/ask", json={"question": "memory?"}).json()["error"]
+            == "dataset_not_allowed"
+        )
     working = anonymous.post("/answer/ask", json={"question": "x", "scope": {"includeWorkingDocs": True}})
     assert working.status_code == 403 and working.json()["error"] == "forbidden_scope"
 
@@ -180,8 +247,9 @@ def test_get_page_and_get_context(client: TestClient, corpus: str) -> None:
         assert [h["anchor"] for h in body["headings"]][:1] == ["memory"] and body["sections"]
         hidden = agent.post("/agent/tools/get_page", json={"path": "internal/ops/keys.md"})
         assert hidden.status_code == 404
-        pack = agent.post("/agent/tools/get_context", json={"task": "configure agent memory limits",
-                                                            "tokenBudget": 200}).json()
+        pack = agent.post(
+            "/agent/tools/get_context", json={"task": "configure agent memory limits", "tokenBudget": 200}
+        ).json()
         assert pack["tokensUsed"] <= 200 and pack["passages"]
         assert all(p["citation"]["path"].startswith(COMPONENT) for p in pack["passages"])
         assert {"omitted", "relatedPages"} <= set(pack)

@@ -271,7 +271,9 @@ def test_spec_002_unreachable_knowledge_base_is_unavailable_without_web_fallback
 
 
 def test_a_spent_token_budget_refuses_further_answers(client: TestClient, docs_kb: str) -> None:
-    _, token = _agent(client, {"tools": ["rag_ask"], "knowledge_bases": [docs_kb], "token_budget_per_day": 50})
+    _, token = _agent(
+        client, {"tools": ["rag_ask"], "knowledge_bases": [docs_kb], "token_budget_per_day": 50}
+    )
     with _as(token) as agent:
         first = agent.post(f"/v1/kb/{docs_kb}/ask", json={"question": "How is agent memory configured?"})
         assert first.status_code == 200

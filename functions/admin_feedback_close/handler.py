@@ -1,0 +1,28 @@
+"""POST /admin/feedback/{record_id}/close: close an open record (and its GitHub issue, if any).
+
+The closed record keeps its history under a new id; the next report of the same gap opens a new
+record instead of reviving this one.
+"""
+
+from urllib.parse import unquote
+
+from citegate.container import services
+from citegate.feedback import feedback_service
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.models.feedback import CloseBody
+
+app = make_resolver()
+
+
+@app.post("/admin/feedback/<record_id>/close")
+def close_feedback(record_id: str):  # type: ignore[no-untyped-def]
+    call = govern(app, "admin", write="admin")
+    body = parse_body(app, CloseBody, allow_empty=True)
+    principal = call.principal
+    record = feedback_service(services()).close(
+        principal.tenant_id, unquote(record_id), body.resolution, closed_by=f"{principal.type}:{principal.id}"
+    )
+    return json_response(200, record.model_dump(mode="json"))
+
+
+lambda_handler = http_handler(app)

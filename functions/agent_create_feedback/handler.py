@@ -1,0 +1,39 @@
+"""POST /agent/tools/create_feedback: report a question the knowledge base could not answer.
+
+Deduplicated by the content's dedupeKey (the open record counts the report), idempotent on the
+caller's idempotencyKey. Anonymous readers may report too: the public-read policy grants it.
+"""
+
+from citegate.container import services
+from citegate.errors import InvalidRequest
+from citegate.feedback import feedback_service
+from citegate.governance import current_call
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body, request_id
+from citegate.models.feedback import FeedbackBody
+
+app = make_resolver("answer")
+TOOL = "create_feedback"
+
+
+@app.post("/agent/tools/create_feedback")
+def create_feedback():  # type: ignore[no-untyped-def]
+    try:
+        body = parse_body(app, FeedbackBody)
+    except InvalidRequest:
+        # Who may call is decided before what they sent: a stranger gets 401/403, not a schema hint.
+        govern(app, TOOL, write="feedback", allow_anonymous=True)
+        raise
+    call = govern(app, TOOL, write="feedback", requested=body.scope, allow_anonymous=True)
+    current_call().note(query=body.question, purpose=body.caller.purpose)
+    result, replayed = feedback_service(services()).report(
+        "feedback",
+        body,
+        call.principal,
+        request_id(app),
+        remaining_ms=app.lambda_context.get_remaining_time_in_millis(),
+    )
+    headers = {"Idempotency-Replayed": "true"} if replayed else None
+    return json_response(200, result.model_dump(mode="json"), headers=headers)
+
+
+lambda_handler = http_handler(app, family="answer")

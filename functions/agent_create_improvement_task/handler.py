@@ -1,0 +1,39 @@
+"""POST /agent/tools/create_improvement_task: ask maintainers to close a knowledge gap.
+
+Same deduplication and idempotency as create_feedback; callers need the improvement_task write
+action, so anonymous readers cannot open tasks.
+"""
+
+from citegate.container import services
+from citegate.errors import InvalidRequest
+from citegate.feedback import feedback_service
+from citegate.governance import current_call
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body, request_id
+from citegate.models.feedback import ImprovementTaskBody
+
+app = make_resolver("answer")
+TOOL = "create_improvement_task"
+
+
+@app.post("/agent/tools/create_improvement_task")
+def create_improvement_task():  # type: ignore[no-untyped-def]
+    try:
+        body = parse_body(app, ImprovementTaskBody)
+    except InvalidRequest:
+        # Who may call is decided before what they sent: a stranger gets 401/403, not a schema hint.
+        govern(app, TOOL, write="improvement_task")
+        raise
+    call = govern(app, TOOL, write="improvement_task", requested=body.scope)
+    current_call().note(query=body.question, purpose=body.caller.purpose)
+    result, replayed = feedback_service(services()).report(
+        "improvement_task",
+        body,
+        call.principal,
+        request_id(app),
+        remaining_ms=app.lambda_context.get_remaining_time_in_millis(),
+    )
+    headers = {"Idempotency-Replayed": "true"} if replayed else None
+    return json_response(200, result.model_dump(mode="json"), headers=headers)
+
+
+lambda_handler = http_handler(app, family="answer")
