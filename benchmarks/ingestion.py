@@ -25,7 +25,11 @@ def ingest_all(client: Any, kb: str, docs: list[dict[str, str]]) -> tuple[float,
     started = time.perf_counter()
     task_ids = []
     for doc in docs:
-        body = {"text": f"# {doc['title']}\n\n{doc['text']}", "source_name": f"{doc['id']}.md", "title": doc["title"]}
+        body = {
+            "text": f"# {doc['title']}\n\n{doc['text']}",
+            "source_name": f"{doc['id']}.md",
+            "title": doc["title"],
+        }
         response = client.post(f"/v1/kb/{kb}/documents", json=body)
         response.raise_for_status()
         task_ids.append(response.json()["task_id"])
@@ -42,7 +46,9 @@ def ingest_all(client: Any, kb: str, docs: list[dict[str, str]]) -> tuple[float,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--docs", type=int, default=1000)
     parser.add_argument("--embedder", default=os.environ.get("CITEGATE_EMBEDDER", "use"))
     parser.add_argument("--out", type=Path, default=Path("bench-results/ingestion.json"))
@@ -57,7 +63,9 @@ def main() -> None:
 
     docs = [json.loads(line) for line in DATA.read_text().splitlines()[: args.docs]]
     with tempfile.TemporaryDirectory(prefix="citegate-ingest-bench-") as root:
-        os.environ.update({"RAG_DATA_ROOT": root, "CITEGATE_EMBEDDER": args.embedder, "RAG_API_TOKEN": "bench"})
+        os.environ.update(
+            {"RAG_DATA_ROOT": root, "CITEGATE_EMBEDDER": args.embedder, "RAG_API_TOKEN": "bench"}
+        )
         reset_settings()
         stack = LocalStack(get_settings(), persist=True).start()
         try:
@@ -67,7 +75,9 @@ def main() -> None:
                 client.post("/v1/kb", json={"kb_id": "bench", "name": "bench"}).raise_for_status()
                 seconds, children, failed = ingest_all(client, "bench", docs)
                 again_seconds, _, _ = ingest_all(client, "bench", docs)
-            texts = [c.text for c in stack.services.index.get_chunks(_ref_ids(stack.services, "bench")).values()]
+            texts = [
+                c.text for c in stack.services.index.get_chunks(_ref_ids(stack.services, "bench")).values()
+            ]
         finally:
             stack.stop()
 
@@ -96,7 +106,9 @@ def main() -> None:
 def _ref_ids(s: Any, kb: str) -> list[str]:
     from citegate.search.base import SearchFilter
 
-    hits = s.index.search(query="the", vector=None, filter=SearchFilter(frozenset({kb})), limit=100000, mode="lexical")
+    hits = s.index.search(
+        query="the", vector=None, filter=SearchFilter(frozenset({kb})), limit=100000, mode="lexical"
+    )
     return [h.chunk.ref_id for h in hits.hits]
 
 

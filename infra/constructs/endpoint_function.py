@@ -195,6 +195,16 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         "POST /agent/tools/get_page: a document's sections by path and version",
         tables=_tables(documents="read", parents="read"),
     ),
+    "agent_create_feedback": governed(
+        "POST /agent/tools/create_feedback: idempotent (Powertools) and deduplicated by dedupeKey",
+        tables=_tables(feedback="write", idempotency="write"),
+    ),
+    "agent_create_improvement_task": governed(
+        "POST /agent/tools/create_improvement_task: idempotent and deduplicated",
+        tables=_tables(feedback="write", idempotency="write"),
+    ),
+    "admin_feedback_list": governed("GET /admin/feedback", tables=_tables(feedback="read")),
+    "admin_feedback_close": governed("POST /admin/feedback/{record_id}/close", tables=_tables(feedback="write")),
     "admin_policies_list": governed("GET /admin/policies"),
     "admin_policy_get": governed("GET /admin/policies/{principal_key}"),
     "admin_policy_put": governed("PUT /admin/policies/{principal_key}", tables=_tables(policies="write")),

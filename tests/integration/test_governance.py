@@ -123,11 +123,11 @@ def test_agents_cannot_use_the_admin_routes(client: TestClient, docs_kb: str) ->
         assert agent.put("/admin/policies/agent:me", json={"tools": ["*"]}).status_code == 403
 
 
-def test_nothing_crosses_tenants(client: TestClient, docs_kb: str) -> None:
-    _, token = _agent(client, {"tools": ["*"], "knowledge_bases": ["*"], "write_actions": ["admin"]})
-    stack_services = __import__("citegate.container", fromlist=["services"]).services()
-    agent_id = "tenant-b-" + uuid.uuid4().hex[:6]
+def test_nothing_crosses_tenants(client: TestClient, docs_kb: str, stack: Any) -> None:
     from citegate.policy.model import Policy
+
+    stack_services = stack.services
+    agent_id = "tenant-b-" + uuid.uuid4().hex[:6]
 
     stack_services.policies.put(
         Policy(
