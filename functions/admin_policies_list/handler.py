@@ -9,7 +9,7 @@ app = make_resolver()
 @app.get("/admin/policies")
 def list_policies():  # type: ignore[no-untyped-def]
     call = govern(app, "admin")
-    policies = [p.model_dump() for p in services().policies.list() if p.tenant_id == call.principal.tenant_id]
+    policies = [p.model_dump() for p in services().policies.all() if p.tenant_id == call.principal.tenant_id]
     return json_response(200, {"policies": policies})
 
 

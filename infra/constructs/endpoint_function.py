@@ -184,11 +184,15 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         layers=("embedder", "answering"),
     ),
     "agent_search": governed(
-        "POST /agent/tools/search: ranked passages with citations", memory_mb=2048, search="read",
+        "POST /agent/tools/search: ranked passages with citations",
+        memory_mb=2048,
+        search="read",
         layers=("embedder",),
     ),
     "agent_get_context": governed(
-        "POST /agent/tools/get_context: a ContextPack within a token budget", memory_mb=2048, search="read",
+        "POST /agent/tools/get_context: a ContextPack within a token budget",
+        memory_mb=2048,
+        search="read",
         layers=("embedder",),
     ),
     "agent_get_page": governed(
@@ -204,7 +208,9 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         tables=_tables(feedback="write", idempotency="write"),
     ),
     "admin_feedback_list": governed("GET /admin/feedback", tables=_tables(feedback="read")),
-    "admin_feedback_close": governed("POST /admin/feedback/{record_id}/close", tables=_tables(feedback="write")),
+    "admin_feedback_close": governed(
+        "POST /admin/feedback/{record_id}/close", tables=_tables(feedback="write")
+    ),
     "admin_policies_list": governed("GET /admin/policies"),
     "admin_policy_get": governed("GET /admin/policies/{principal_key}"),
     "admin_policy_put": governed("PUT /admin/policies/{principal_key}", tables=_tables(policies="write")),

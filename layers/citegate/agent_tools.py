@@ -110,7 +110,9 @@ def get_context(s: Services, call: Authorized, task: str, token_budget: int) -> 
     pages, and what was left out for the budget."""
     kb_ids = _kb_ids(s, call)
     hits = retrieve(s, call.search_scope(kb_ids), task, top_k=30).hits if kb_ids else []
-    passages, omitted, used = [], [], 0
+    passages: list[dict[str, Any]] = []
+    omitted: list[dict[str, Any]] = []
+    used = 0
     for rank, hit in enumerate(hits, start=1):
         tokens = estimate_tokens(hit.chunk.text)
         entry = {"rank": rank, "chunkId": hit.chunk.ref_id, "score": round(hit.score, 6), "tokens": tokens}

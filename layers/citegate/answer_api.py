@@ -137,16 +137,19 @@ def summary_of(answer: str) -> str:
 
 
 def actions_for(
-    call: Authorized, question: str, scope: dict[str, Any], paths: list[str], no_answer: bool
+    call: Authorized, question: str, requested_scope: dict[str, Any] | None, paths: list[str], no_answer: bool
 ) -> list[Action]:
+    """The feedback actions, keyed exactly as the tools will key a report of this result: the
+    scope as the caller sent it and the citation paths the result returned."""
     from citegate.feedback import dedupe_key
 
-    feedback_key = dedupe_key("qa_no_answer" if no_answer else "qa_feedback", question, scope, paths)
+    feedback_event = "qa_no_answer" if no_answer else "qa_feedback"
     actions = [
         Action(
             type="create_feedback",
             enabled=call.policy.allows_write("feedback") and call.policy.allows_tool("create_feedback"),
-            dedupeKey=feedback_key,
+            eventType=feedback_event,
+            dedupeKey=dedupe_key(feedback_event, question, requested_scope, paths),
         )
     ]
     if no_answer:
@@ -155,7 +158,8 @@ def actions_for(
                 type="create_improvement_task",
                 enabled=call.policy.allows_write("improvement_task")
                 and call.policy.allows_tool("create_improvement_task"),
-                dedupeKey=dedupe_key("knowledge_gap", question, scope, paths),
+                eventType="knowledge_gap",
+                dedupeKey=dedupe_key("knowledge_gap", question, requested_scope, paths),
             )
         )
     return actions
@@ -208,20 +212,21 @@ def answer_question(
     )
     if not kb_ids:
         diagnostics["knowledgeBases"] = NO_READABLE_KB
-    scope_dump = call.scope.model_dump(exclude_none=True)
     paths = [c.path for c in citations if c.path]
     cited = {c.chunkId for c in citations}
     result = AnswerResult(
         answer=answer if not outcome.no_answer else "",
         summary=summary_of(answer) if not outcome.no_answer else (outcome.no_answer_reason or ""),
         citations=citations if not outcome.no_answer else [],
-        confidence=confidence,  # type: ignore[arg-type]
+        confidence=confidence,
         grounding=grounding,
         noAnswerReason={"code": "no_answer", "reason": outcome.no_answer_reason or NO_READABLE_KB}
         if outcome.no_answer
         else None,
         relatedPages=related_pages(outcome, cited),
-        actions=actions_for(call, question, scope_dump, paths, outcome.no_answer),
+        actions=actions_for(
+            call, question, record.requested_scope, [] if outcome.no_answer else paths, outcome.no_answer
+        ),
         audit=AnswerAudit(requestId=record.request_id, caller=call.principal.id, scope=call.scope.label()),
         diagnostics=diagnostics,
     )

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from citegate.audit import AuditLog
     from citegate.aws import AwsClients
     from citegate.embedding.base import Embedder
+    from citegate.feedback import FeedbackService
     from citegate.ingest.service import IngestionService
     from citegate.policy.store import PolicyStore
     from citegate.ratelimit import Counters
@@ -107,6 +108,12 @@ class Services:
         from citegate.sessions import SessionStore
 
         return SessionStore(self._table(resources.SESSIONS))
+
+    @cached_property
+    def feedback(self) -> FeedbackService:
+        from citegate.feedback import build_feedback_service
+
+        return build_feedback_service(self)
 
     @cached_property
     def bucket(self) -> str:

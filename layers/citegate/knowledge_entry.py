@@ -85,7 +85,7 @@ def query_knowledge(s: Services, call: Authorized, request: KnowledgeQuery) -> d
         return round((time.perf_counter() - started) * 1000)
 
     if is_stats_query(request.query):
-        stats = []
+        stats: list[dict[str, Any]] = []
         for kb in kbs:
             files = _files(s, call, kb)
             stats.append(
@@ -125,7 +125,7 @@ def query_knowledge(s: Services, call: Authorized, request: KnowledgeQuery) -> d
         found = retrieve(s, scope, request.query, top_k=request.options.top_k)
     except SearchUnavailableError as error:
         raise SearchUnavailableError(UNAVAILABLE_MESSAGE, details={"web_fallback": False}) from error
-    results = [
+    results: list[dict[str, Any]] = [
         {
             "content": hit.chunk.text,
             "source": hit.chunk.source_name,

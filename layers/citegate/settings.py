@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     ip_rate_limit_per_minute: int = Field(600, alias="CITEGATE_IP_RATE_LIMIT")
     policy_seed_file: Path | None = Field(None, alias="CITEGATE_POLICY_SEED_FILE")
 
+    # Optional sink for feedback and improvement tasks: GitHub issues (REST API).
+    github_repository: str | None = Field(None, alias="CITEGATE_GITHUB_REPOSITORY")
+    github_token: SecretStr | None = Field(None, alias="CITEGATE_GITHUB_TOKEN")
+    github_api_url: str = Field("https://api.github.com", alias="CITEGATE_GITHUB_API_URL")
+
     # Local state (spec 004's variable) and the local gateway's port (spec 004's port).
     data_root: Path = Field(Path(".data"), alias="RAG_DATA_ROOT")
     port: int = Field(8099, alias="PORT")

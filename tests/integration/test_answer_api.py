@@ -253,3 +253,21 @@ def test_get_page_and_get_context(client: TestClient, corpus: str) -> None:
         assert pack["tokensUsed"] <= 200 and pack["passages"]
         assert all(p["citation"]["path"].startswith(COMPONENT) for p in pack["passages"])
         assert {"omitted", "relatedPages"} <= set(pack)
+
+
+def test_the_no_answer_action_key_is_the_key_the_feedback_tool_computes(corpus: str) -> None:
+    person = TestClient(create_app())
+    body = {"question": "What is the boiling point of tungsten?", "scope": {"paths": [COMPONENT]}}
+    result = person.post("/answer/ask", json=body).json()
+    action = next(a for a in result["actions"] if a["type"] == "create_feedback")
+    report = person.post(
+        "/agent/tools/create_feedback",
+        json={
+            "eventType": action["eventType"],
+            "question": body["question"],
+            "scope": body["scope"],
+            "citations": [],
+        },
+    )
+    assert report.status_code == 200, report.text
+    assert report.json()["dedupeKey"] == action["dedupeKey"]

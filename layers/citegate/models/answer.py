@@ -84,8 +84,12 @@ class GroundedSentence(BaseModel):
 
 
 class Action(BaseModel):
+    """A follow-up the caller may take; sending `eventType` and the same question, scope and
+    citations to the tool reproduces `dedupeKey` on the server."""
+
     type: Literal["create_feedback", "create_improvement_task"]
     enabled: bool
+    eventType: str
     dedupeKey: str
 
 

@@ -65,7 +65,7 @@ class PolicyStore:
         self._cache.pop(policy.principal_key, None)
         return policy
 
-    def list(self) -> list[Policy]:
+    def all(self) -> list[Policy]:
         return sorted(
             (Policy.model_validate(i) for i in scan_all(self._policies)), key=lambda p: p.principal_key
         )
@@ -73,7 +73,7 @@ class PolicyStore:
     def agent_for_iam_arn(self, arn: str) -> Policy | None:
         """The agent an IAM principal acts as. Assumed-role ARNs match their role."""
         candidates = {arn, _role_of(arn)}
-        for policy in self.list():
+        for policy in self.all():
             if policy.principal_key.startswith("agent:") and candidates & set(policy.iam_arns):
                 return policy
         return None
