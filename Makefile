@@ -7,7 +7,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 UV ?= uv
 RUN := $(UV) run --frozen --extra local --extra e5 --group infra
 
-.PHONY: help install demo serve bench test test-unit test-integration test-e2e lint format typecheck clean
+.PHONY: help install demo serve bench test test-unit test-integration test-e2e lint format typecheck synth clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -45,6 +45,13 @@ typecheck: install ## mypy strict on the layer
 
 bench: install ## retrieve and ask latency at 10k and 100k chunks (figures printed and saved under bench-results/)
 	$(RUN) python benchmarks/retrieval.py
+
+synth: install ## cdk synth offline into cdk.out (CDK CLI v2 from npm, local Node, no Docker; layers cached in .cache/)
+	@test -x .cache/cdk-cli/node_modules/.bin/cdk || npm install --no-save --no-audit --no-fund --loglevel=error \
+		--prefix .cache/cdk-cli "aws-cdk@^2"
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true AWS_EC2_METADATA_DISABLED=true \
+		CITEGATE_LAYER_BUILD_DIR="$${CITEGATE_LAYER_BUILD_DIR:-$(CURDIR)/.cache/layer-build}" \
+		.cache/cdk-cli/node_modules/.bin/cdk synth --output cdk.out --quiet --no-notices $(CDK_ARGS)
 
 clean: ## remove local state
 	rm -rf $(RAG_DATA_ROOT) .pytest_cache

@@ -265,6 +265,11 @@ def folder_size(path: Path) -> int:
 def _pip() -> list[str]:
     """A pip to run: this interpreter's, else python3.11's or python3's (uv venvs carry none)."""
     candidates = [[sys.executable, "-m", "pip"]]
+    # Under `uv run` (cdk.json's app command) PATH starts with the venv, whose python3.11 is this
+    # interpreter again: the venv's base interpreter is the next best pip.
+    base = getattr(sys, "_base_executable", None)
+    if base and base != sys.executable:
+        candidates.append([base, "-m", "pip"])
     for name in ("python3.11", "python3"):
         found = shutil.which(name)
         if found:

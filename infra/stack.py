@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, Arn, ArnFormat, CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 
 from citegate import resources, routes
 from constructs import Construct
 from infra import bundling
-from infra.constructs import acknowledge
+from infra.constructs import acknowledge, acknowledge_wildcards
 from infra.constructs.api import Api, camel
 from infra.constructs.data import Data
 from infra.constructs.endpoint_function import (
@@ -63,6 +64,101 @@ def _list(value: Any) -> tuple[str, ...]:
     return tuple(part.strip() for part in str(value).split(",") if part.strip())
 
 
+# Per-stage blocks in cdk.json: {"citegate:stages": {"<stage>": {"<field>": value, ...}}}. A value
+# given as `citegate:<field>` context (-c on the command line) wins over the stage's block.
+STAGES_KEY = CONTEXT_PREFIX + "stages"
+# Every `<field>` a stage block (or `citegate:<field>` context) may set.
+CONTEXT_FIELDS: frozenset[str] = frozenset(
+    {
+        "architecture",
+        "embedder",
+        "embedding_base_url",
+        "embedding_model",
+        "embedding_dimension",
+        "embedding_api_key_secret",
+        "llm_base_url",
+        "llm_model",
+        "llm_api_key_secret",
+        "github_repository",
+        "github_token_secret",
+        "oidc_issuer",
+        "oidc_audience",
+        "oidc_jwks_url",
+        "skip_dependency_layer_build",
+        "layer_build_dir",
+        "page_origins",
+        "log_level",
+        "log_retention_days",
+        "throttle_rate",
+        "throttle_burst",
+        "versioned_bucket",
+        "alarm_topic_arn",
+        "opensearch_version",
+        "opensearch_instance_type",
+        "opensearch_data_nodes",
+        "opensearch_volume_gb",
+        "opensearch_zone_awareness",
+        "opensearch_master_type",
+        "opensearch_index_prefix",
+        "opensearch_chinese_analyzer",
+    }
+)
+# Secret values are never configuration: refuse them, and say what to set instead.
+PLAINTEXT_SECRET_FIELDS: Mapping[str, str] = {
+    "api_token": "the stack generates it (output ApiTokenSecretArn)",
+    "llm_api_key": "llm_api_key_secret",
+    "embedding_api_key": "embedding_api_key_secret",
+    "github_token": "github_token_secret",
+}
+
+# The environment variables that carry a secret's ARN (the API token's is in infra.constructs.api).
+# Functions read the value at run time with secretsmanager:GetSecretValue: the value is in no
+# template, environment or function configuration.
+LLM_API_KEY_SECRET_ENV = "CITEGATE_LLM_API_KEY_SECRET_ARN"
+EMBEDDING_API_KEY_SECRET_ENV = "CITEGATE_EMBEDDING_API_KEY_SECRET_ARN"
+GITHUB_TOKEN_SECRET_ENV = "CITEGATE_GITHUB_TOKEN_SECRET_ARN"
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A Secrets Manager secret by reference: its full ARN, or its name (then the ARN is partial,
+    which GetSecretValue accepts as SecretId, and IAM matches it with the random `-??????` suffix)."""
+
+    value: str
+
+    def __post_init__(self) -> None:
+        if not self.value or any(c.isspace() for c in self.value):
+            raise ValueError(f"not a Secrets Manager secret name or ARN: {self.value!r}")
+        if self.value.startswith("arn:") and ":secretsmanager:" not in self.value:
+            raise ValueError(f"not a Secrets Manager ARN: {self.value!r}")
+
+    @property
+    def is_arn(self) -> bool:
+        return self.value.startswith("arn:")
+
+    def arn(self, scope: Construct) -> str:
+        """What the function is told (SecretId for GetSecretValue)."""
+        if self.is_arn:
+            return self.value
+        return Arn.format(
+            {
+                "service": "secretsmanager",
+                "resource": "secret",
+                "resource_name": self.value,
+                "arn_format": ArnFormat.COLON_RESOURCE_NAME,
+            },
+            Stack.of(scope),
+        )
+
+    def policy_resource(self, scope: Construct) -> str:
+        """What IAM matches: a full ARN as is; a name with Secrets Manager's six-character suffix."""
+        return self.value if self.is_arn else f"{self.arn(scope)}-??????"
+
+
+def _secret(value: Any) -> SecretRef | None:
+    return SecretRef(str(value)) if value else None
+
+
 @dataclass(frozen=True)
 class CitegateConfig:
     """Deployment settings. Context keys: `stage`, and `citegate:<field>` for the others."""
@@ -81,6 +177,12 @@ class CitegateConfig:
     embedding_dimension: int | None = None
     llm_base_url: str | None = None
     llm_model: str | None = None
+    # Secrets by reference only (Secrets Manager name or ARN, created outside the stack).
+    llm_api_key_secret: SecretRef | None = None
+    embedding_api_key_secret: SecretRef | None = None
+    # Feedback sink: GitHub issues in "owner/repo", with a token secret.
+    github_repository: str | None = None
+    github_token_secret: SecretRef | None = None
     # People's JWTs (authenticated-read): the OIDC provider the authorizer verifies against.
     oidc_issuer: str | None = None
     oidc_audience: str | None = None
@@ -115,11 +217,30 @@ class CitegateConfig:
 
         env = os.environ if environ is None else environ
 
+        stage = str(get("stage") or "dev")
+        stages = get(STAGES_KEY) or {}
+        if not isinstance(stages, Mapping):
+            raise ValueError(f"{STAGES_KEY} must map stage names to blocks of settings")
+        block = stages.get(stage) or {}
+        if not isinstance(block, Mapping):
+            raise ValueError(f"{STAGES_KEY}.{stage} must be an object of settings")
+        for name in [*block, *(n for n in PLAINTEXT_SECRET_FIELDS if get(CONTEXT_PREFIX + n) is not None)]:
+            if name in PLAINTEXT_SECRET_FIELDS:
+                raise ValueError(
+                    f"{name} is a secret: configure it by reference, never as a value "
+                    f"({PLAINTEXT_SECRET_FIELDS[name]})"
+                )
+            if name not in CONTEXT_FIELDS:
+                raise ValueError(
+                    f"{STAGES_KEY}.{stage}.{name} is not a setting; known: {sorted(CONTEXT_FIELDS)}"
+                )
+
         def ctx(name: str, default: Any = None) -> Any:
             value = get(CONTEXT_PREFIX + name)
+            if value is None or value == "":
+                value = block.get(name)
             return default if value is None or value == "" else value
 
-        stage = str(get("stage") or "dev")
         production = stage == "prod"
         embedder = str(ctx("embedder", "use"))
         if embedder not in bundling.EMBEDDER_ROOTS:
@@ -143,6 +264,8 @@ class CitegateConfig:
             chinese_analyzer=str(ctx("opensearch_chinese_analyzer", "smartcn")),
             dimension=int(dimension) if dimension else bundling.EMBEDDING_DIMENSIONS[embedder],
         )
+        if bool(ctx("github_repository")) != bool(ctx("github_token_secret")):
+            raise ValueError("citegate:github_repository and citegate:github_token_secret go together")
         skip = _bool(ctx("skip_dependency_layer_build", False)) or _bool(
             env.get("CITEGATE_SKIP_DEPENDENCY_LAYER_BUILD", "")
         )
@@ -156,6 +279,10 @@ class CitegateConfig:
             embedding_dimension=int(dimension) if dimension else None,
             llm_base_url=ctx("llm_base_url"),
             llm_model=ctx("llm_model"),
+            llm_api_key_secret=_secret(ctx("llm_api_key_secret")),
+            embedding_api_key_secret=_secret(ctx("embedding_api_key_secret")),
+            github_repository=ctx("github_repository"),
+            github_token_secret=_secret(ctx("github_token_secret")),
             oidc_issuer=ctx("oidc_issuer"),
             oidc_audience=ctx("oidc_audience"),
             oidc_jwks_url=ctx("oidc_jwks_url"),
@@ -245,7 +372,23 @@ class Functions:
         if name == "kb_ask" and self.config.llm_base_url and self.config.llm_model:
             env["CITEGATE_LLM_BASE_URL"] = self.config.llm_base_url
             env["CITEGATE_LLM_MODEL"] = self.config.llm_model
+        if "write" in spec.tables.get("feedback", frozenset()) and self.config.github_repository:
+            env["CITEGATE_GITHUB_REPOSITORY"] = self.config.github_repository
         return env
+
+    def secrets(self, name: str, spec: FunctionSpec) -> dict[str, SecretRef]:
+        """Environment variable -> secret, for the functions that use the secret (and only those)."""
+        config = self.config
+        found: dict[str, SecretRef] = {}
+        embeds = spec.search != "none" or "embedder" in spec.layers
+        if embeds and config.embedder == "openai" and config.embedding_api_key_secret:
+            found[EMBEDDING_API_KEY_SECRET_ENV] = config.embedding_api_key_secret
+        if name == "kb_ask" and config.llm_base_url and config.llm_model and config.llm_api_key_secret:
+            found[LLM_API_KEY_SECRET_ENV] = config.llm_api_key_secret
+        writes_feedback = "write" in spec.tables.get("feedback", frozenset())
+        if writes_feedback and config.github_repository and config.github_token_secret:
+            found[GITHUB_TOKEN_SECRET_ENV] = config.github_token_secret
+        return found
 
     def create(
         self,
@@ -262,6 +405,8 @@ class Functions:
             raise ValueError(f"function {name} created twice")
         spec = spec or spec_for(name)
         code_dir = code_dir or FUNCTIONS_DIR / name
+        secrets = self.secrets(name, spec)
+        secret_env = {variable: secret.arn(scope) for variable, secret in secrets.items()}
         function = EndpointFunction(
             scope,
             camel(name),
@@ -269,9 +414,11 @@ class Functions:
             spec=spec,
             settings=self.settings,
             layers=self.layers.layers_for(name, spec.layers, bundling.folder_size(code_dir)),
-            environment={**self.environment(name, spec, state_machine), **(environment or {})},
+            environment={**self.environment(name, spec, state_machine), **secret_env, **(environment or {})},
             code_dir=code_dir,
         )
+        for secret in secrets.values():
+            grant_secret_value(function, secret.policy_resource(function))
         function.grant_resources(
             tables=self.data.tables,
             bucket=self.data.bucket,
@@ -282,6 +429,21 @@ class Functions:
             self.search.grant(function, spec.search)
         self.created[name] = function
         return function
+
+
+def grant_secret_value(function: EndpointFunction, secret_arn: str) -> None:
+    """secretsmanager:GetSecretValue on one secret, for this function's role only (no Describe, no
+    List: the function reads the value by the ARN in its environment)."""
+    function.role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret_arn])
+    )
+    if secret_arn.endswith("-??????"):
+        acknowledge_wildcards(
+            function,
+            "A secret configured by name: IAM matches its ARN with the six random characters Secrets "
+            "Manager appends (<name>-??????), which name exactly one secret.",
+            [secret_arn],
+        )
 
 
 class CitegateStack(Stack):
@@ -387,4 +549,4 @@ class CitegateStack(Stack):
         )
 
 
-__all__ = ["CitegateConfig", "CitegateStack", "Functions", "camel"]
+__all__ = ["CitegateConfig", "CitegateStack", "Functions", "SecretRef", "camel", "grant_secret_value"]

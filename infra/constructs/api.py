@@ -23,6 +23,7 @@ from aws_cdk import CfnOutput, CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import custom_resources as cr
@@ -38,6 +39,9 @@ POLICY_SEED_CODE = REPO / "infra" / "custom_resources" / "policy_seed"
 SEED_FILE = REPO / "config" / "policies.json"
 
 MakeFunction = Callable[..., EndpointFunction]
+
+# Where the authorizer finds the bearer token's secret (infra.stack names the other secrets' variables).
+API_TOKEN_SECRET_ENV = "RAG_API_TOKEN_SECRET_ARN"
 
 ACCESS_LOG_FORMAT = {
     "requestId": "$context.requestId",
@@ -82,8 +86,10 @@ class Api(Construct):
         super().__init__(scope, construct_id)
         prefix = f"{resources.APP}-{stage}"
 
-        # Spec 004's bearer token (RAG_API_TOKEN), generated at deploy time; the authorizer gets it
-        # through a CloudFormation dynamic reference, so it never appears in the template.
+        # Spec 004's bearer token (RAG_API_TOKEN), generated at deploy time. The authorizer gets the
+        # secret's ARN (RAG_API_TOKEN_SECRET_ARN) and reads the value at run time: a value (or a
+        # dynamic reference, which CloudFormation resolves into it) in the environment would be
+        # readable by anyone with lambda:GetFunctionConfiguration.
         self.api_token = secretsmanager.Secret(
             self,
             "ApiToken",
@@ -108,7 +114,13 @@ class Api(Construct):
         self.authorizer_function = make_function(
             self,
             routes.AUTHORIZER_FUNCTION,
-            environment={"RAG_API_TOKEN": self.api_token.secret_value.unsafe_unwrap()},
+            environment={API_TOKEN_SECRET_ENV: self.api_token.secret_arn},
+        )
+        # GetSecretValue on this one secret, for the authorizer only (not grant_read: no Describe).
+        self.authorizer_function.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue"], resources=[self.api_token.secret_arn]
+            )
         )
         principal_authorizer = authorizers.HttpLambdaAuthorizer(
             "PrincipalAuthorizer",

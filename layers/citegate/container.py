@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from citegate import resources
+from citegate.secrets import secret_value
 from citegate.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ class Services:
             s.embedder,
             threads=s.embedder_threads,
             openai_base_url=s.embedding_base_url,
-            openai_api_key=s.embedding_api_key.get_secret_value() if s.embedding_api_key else None,
+            openai_api_key=secret_value(s.embedding_api_key, s.embedding_api_key_secret_arn),
             openai_model=s.embedding_model,
             dimension=s.embedding_dimension,
         )
@@ -195,7 +196,7 @@ class Services:
 
             return OpenAIChatAnswerer(
                 base_url=s.llm_base_url,
-                api_key=s.llm_api_key.get_secret_value() if s.llm_api_key else None,
+                api_key=secret_value(s.llm_api_key, s.llm_api_key_secret_arn),
                 model=s.llm_model,
                 timeout=s.llm_timeout_seconds,
             )

@@ -147,12 +147,18 @@ class GitHubSinkSettings(BaseSettings):
 
     repository: str | None = Field(None, alias="CITEGATE_GITHUB_REPOSITORY")  # "owner/repo"
     token: SecretStr | None = Field(None, alias="CITEGATE_GITHUB_TOKEN")
+    token_secret_arn: str | None = Field(None, alias="CITEGATE_GITHUB_TOKEN_SECRET_ARN")
     api_url: str = Field("https://api.github.com", alias="CITEGATE_GITHUB_API_URL")
     timeout_seconds: float = Field(5.0, alias="CITEGATE_GITHUB_TIMEOUT")
 
     @property
     def enabled(self) -> bool:
-        return bool(self.repository and "/" in self.repository and self.token)
+        return bool(self.repository and "/" in self.repository and (self.token or self.token_secret_arn))
+
+    def token_value(self) -> str | None:
+        from citegate.secrets import secret_value
+
+        return secret_value(self.token, self.token_secret_arn)
 
 
 class SinkError(Exception):
@@ -167,11 +173,12 @@ class GitHubSink:
         import httpx
 
         s = self._settings
-        assert s.repository and s.token
+        token = s.token_value()
+        assert s.repository and token
         url = f"{s.api_url.rstrip('/')}/repos/{s.repository}{path}"
         headers = {
             "Accept": "application/vnd.github+json",
-            "Authorization": f"Bearer {s.token.get_secret_value()}",
+            "Authorization": f"Bearer {token}",
             "X-GitHub-Api-Version": "2022-11-28",
             "User-Agent": "citegate",
         }

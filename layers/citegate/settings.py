@@ -24,6 +24,10 @@ class Settings(BaseSettings):
 
     # Spec 004: the bearer token maps to a configured service principal.
     api_token: SecretStr | None = Field(None, alias="RAG_API_TOKEN")
+    # In AWS, secrets arrive by reference (Secrets Manager ARNs); see citegate.secrets.
+    api_token_secret_arn: str | None = Field(None, alias="RAG_API_TOKEN_SECRET_ARN")
+    llm_api_key_secret_arn: str | None = Field(None, alias="CITEGATE_LLM_API_KEY_SECRET_ARN")
+    embedding_api_key_secret_arn: str | None = Field(None, alias="CITEGATE_EMBEDDING_API_KEY_SECRET_ARN")
     service_principal_id: str = Field("rag-service", alias="CITEGATE_SERVICE_PRINCIPAL")
     default_tenant: str = Field("default", alias="CITEGATE_DEFAULT_TENANT")
 

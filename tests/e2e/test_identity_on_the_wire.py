@@ -68,13 +68,22 @@ def server(server_factory: Any, tmp_path: Path) -> Any:
             ).raise_for_status()
             task = admin.post(
                 "/v1/kb/pub/documents",
-                json={"text": "The kettle boils water in two minutes. " * 8, "source_name": "kettle.txt"},
+                json={
+                    "text": "The kettle boils water in 2 minutes. " * 8,
+                    "source_name": "kettle.txt",
+                    "metadata": {"path": "appliances/kettle.md", "project": "home", "version": "main"},
+                },
             ).json()["task_id"]
             while admin.get(f"/v1/tasks/{task}").json()["status"] not in ("succeeded", "failed"):
                 time.sleep(0.1)
             admin.put(
                 "/admin/policies/agent:research-bot",
-                json={"tools": ["rag_retrieve"], "knowledge_bases": ["pub"], "iam_arns": [AGENT_ARN]},
+                json={
+                    "tools": ["rag_retrieve", "search", "ask"],
+                    "knowledge_bases": ["pub"],
+                    "iam_arns": [AGENT_ARN],
+                    "scope": {"path_prefixes": ["appliances"]},
+                },
             ).raise_for_status()
         yield running
 
@@ -133,3 +142,47 @@ def test_a_jwt_from_the_oidc_provider_is_a_person(server: Any) -> None:
             assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
         # People may not operate knowledge bases through the spec 004 routes.
         assert http.get("/v1/kb", headers={"Authorization": f"Bearer {good}"}).status_code == 403
+
+
+def test_spec_000_routes_with_sigv4_agents_and_jwt_people(server: Any) -> None:
+    """Section 10 over the wire: a person asks from the page with a JWT; a SigV4 agent uses the
+    tools, and reaching outside its paths or for an ungranted tool is refused with spec 000's codes."""
+    person = server.issuer.issue("alice", audience="citegate")
+    with httpx.Client(base_url=server.url) as http:
+        asked = http.post(
+            "/answer/ask",
+            json={"question": "How long does the kettle take to boil water?"},
+            headers={"Authorization": f"Bearer {person}"},
+        )
+        assert asked.status_code == 200, asked.text
+        result = asked.json()
+        assert (
+            result["citations"][0]["path"] == "appliances/kettle.md" and result["audit"]["caller"] == "alice"
+        )
+        expired = server.issuer.issue("alice", audience="citegate", expires_in=-120)
+        refused = http.post(
+            "/answer/ask", json={"question": "kettle?"}, headers={"Authorization": f"Bearer {expired}"}
+        )
+        assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
+
+    with httpx.Client() as http:
+        found = http.send(_signed(server, "POST", "/agent/tools/search", {"query": "kettle boils"}))
+        assert found.status_code == 200, found.text
+        assert found.json()["results"][0]["citation"]["path"] == "appliances/kettle.md"
+        answer = http.send(
+            _signed(server, "POST", "/agent/tools/ask", {"question": "How long does the kettle take?"})
+        )
+        assert answer.status_code == 200 and answer.json()["audit"]["caller"] == "research-bot"
+        outside = http.send(
+            _signed(
+                server, "POST", "/agent/tools/ask", {"question": "kettle?", "scope": {"paths": ["garage"]}}
+            )
+        )
+        assert outside.status_code == 403 and outside.json()["error"] == "forbidden_scope"
+        tool = http.send(_signed(server, "POST", "/agent/tools/get_context", {"task": "kettle"}))
+        assert tool.status_code == 403 and tool.json()["error"] == "forbidden_tool"
+        tampered = _signed(server, "POST", "/agent/tools/search", {"query": "kettle"})
+        tampered = httpx.Request(
+            "POST", tampered.url, headers=tampered.headers, content=b'{"query": "kettlf"}'
+        )
+        assert http.send(tampered).status_code == 401

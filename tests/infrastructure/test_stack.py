@@ -214,10 +214,11 @@ def test_both_api_urls_are_outputs(template: Template) -> None:
     assert any(k.startswith("ApiAgentApiUrl") for k in outputs)
 
 
-def test_authorizer_gets_the_token_by_dynamic_reference(res: Resources) -> None:
+def test_authorizer_gets_the_token_secret_by_arn_never_the_secret(res: Resources) -> None:
     env = res[functions_by_name(res)[routes.AUTHORIZER_FUNCTION]]["Properties"]["Environment"]["Variables"]
-    token = json.dumps(env["RAG_API_TOKEN"])
-    assert "{{resolve:secretsmanager:" in token
+    assert "RAG_API_TOKEN" not in env and "{{resolve:" not in json.dumps(env)
+    (secret,) = of_type(res, "AWS::SecretsManager::Secret")
+    assert env["RAG_API_TOKEN_SECRET_ARN"] == {"Ref": secret}
 
 
 # ----------------------------------------------------------------------------- functions
@@ -309,7 +310,7 @@ def test_only_submitters_send_to_the_queue(res: Resources) -> None:
 
 def test_authorizer_only_reads_credentials(res: Resources) -> None:
     actions = actions_of(res, routes.AUTHORIZER_FUNCTION)
-    assert {a.split(":")[0] for a in actions} <= {"logs", "xray", "dynamodb"}
+    assert {a.split(":")[0] for a in actions} <= {"logs", "xray", "dynamodb", "secretsmanager"}
     assert not {
         a for a in actions if a.startswith("dynamodb:") and ("Put" in a or "Delete" in a or "Update" in a)
     }

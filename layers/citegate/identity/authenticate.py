@@ -87,7 +87,9 @@ def authenticate(
     if scheme.lower() != "bearer" or not credential:
         return AuthResult(None, "the Authorization header must be 'Bearer <token>'")
 
-    expected = settings.api_token.get_secret_value() if settings.api_token else None
+    from citegate.secrets import secret_value
+
+    expected = secret_value(settings.api_token, settings.api_token_secret_arn)
     # Constant-time comparison: the token is a shared secret.
     if expected and hmac.compare_digest(credential.encode(), expected.encode()):
         return AuthResult(

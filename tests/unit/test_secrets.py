@@ -1,0 +1,39 @@
+"""Secrets by reference: a function gets an ARN and reads the value, cached, from Secrets Manager."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+from pydantic import SecretStr
+
+from citegate import secrets
+from citegate.identity.authenticate import authenticate
+from citegate.settings import Settings
+
+
+@pytest.fixture
+def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        monkeypatch.setattr(secrets, "_client", None)
+        secrets.clear_cache()
+        client = boto3.client("secretsmanager", region_name="us-east-1")
+        yield client.create_secret(Name="citegate/api-token", SecretString="from-the-vault")["ARN"]
+        monkeypatch.setattr(secrets, "_client", None)
+        secrets.clear_cache()
+
+
+def test_a_plain_setting_wins_and_an_arn_is_resolved(secret_arn: str) -> None:
+    assert secrets.secret_value(SecretStr("plain"), secret_arn) == "plain"
+    assert secrets.secret_value(None, secret_arn) == "from-the-vault"
+    assert secrets.secret_value(None, None) is None
+
+
+def test_the_service_token_can_come_from_secrets_manager(secret_arn: str) -> None:
+    settings = Settings(RAG_API_TOKEN_SECRET_ARN=secret_arn)  # type: ignore[call-arg]
+    ok = authenticate({"Authorization": "Bearer from-the-vault"}, settings)
+    assert ok.principal is not None and ok.principal.type == "service"
+    assert authenticate({"Authorization": "Bearer guess"}, settings).principal is None
