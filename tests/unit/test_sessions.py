@@ -11,7 +11,7 @@ class FakeTable:
     def __init__(self) -> None:
         self.items: dict[str, dict[str, Any]] = {}
 
-    def put_item(self, Item: dict[str, Any], **_: Any) -> None:  # noqa: N803 (boto3's name)
+    def put_item(self, Item: dict[str, Any], **_: Any) -> None:
         self.items[Item["session_id"]] = Item
 
 
