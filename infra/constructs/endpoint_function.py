@@ -211,6 +211,16 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
     "admin_feedback_close": governed(
         "POST /admin/feedback/{record_id}/close", tables=_tables(feedback="write")
     ),
+    # Spec 001 web tools: outbound HTTPS to the web and the search provider (no VPC).
+    "web_search": governed(
+        "POST /api/v1/web/search: provider search, counted, cached", tables=_tables(web_cache="write")
+    ),
+    "web_read": governed(
+        "POST /api/v1/web/read: SSRF-guarded fetch to Markdown, cached",
+        memory_mb=1024,
+        tables=_tables(web_cache="write"),
+    ),
+    "me": governed("GET /v1/me: the caller's principal and what its policy grants"),
     "admin_policies_list": governed("GET /admin/policies"),
     "admin_policy_get": governed("GET /admin/policies/{principal_key}"),
     "admin_policy_put": governed("PUT /admin/policies/{principal_key}", tables=_tables(policies="write")),

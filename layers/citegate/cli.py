@@ -1,11 +1,328 @@
-"""The `citegate` command: `serve` and `demo` today; the CLI issue adds the client commands."""
+"""The `citegate` command: run the local stack (`serve`, `demo`) and use any citegate over HTTP.
+
+Client commands talk to `--url` / $CITEGATE_URL with `--token` / $RAG_API_TOKEN or `--sigv4`.
+Exit codes (docs/cli.md): 0 ok, 1 failures reported, 2 usage error, 3 auth error, 4 server unavailable.
+"""
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from citegate.client import (
+    DEFAULT_URL,
+    ApiError,
+    CitegateClient,
+    Credentials,
+    Unauthenticated,
+    Unavailable,
+    describe_error,
+)
+
+EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_AUTH, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
+INGEST_SUFFIXES = {".md", ".markdown", ".txt", ".text", ".pdf", ".html", ".htm"}
+INLINE_LIMIT = 7 * 1024 * 1024  # the API's decoded limit for base64_file; larger goes via an upload
+UNAVAILABLE_STATUSES = (502, 503, 504)
 
 
-def main(argv: list[str] | None = None) -> int:
+class CliError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --- connection ----------------------------------------------------------------------------------
+
+
+def _client(args: argparse.Namespace) -> CitegateClient:
+    url = args.url or os.environ.get("CITEGATE_URL") or DEFAULT_URL
+    token = args.token or os.environ.get("RAG_API_TOKEN") or os.environ.get("CITEGATE_TOKEN")
+    return CitegateClient(url, Credentials(token=None if args.sigv4 else token, sigv4=args.sigv4))
+
+
+def _fail_for(error: ApiError) -> CliError:
+    if error.status in (401, 403):
+        return CliError(describe_error(error.status, error.body), EXIT_AUTH)
+    if error.status in UNAVAILABLE_STATUSES:
+        return CliError(describe_error(error.status, error.body), EXIT_UNAVAILABLE)
+    return CliError(describe_error(error.status, error.body), EXIT_FAILURES)
+
+
+def _call(
+    client: CitegateClient, method: str, path: str, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    try:
+        return client.request(method, path, body)
+    except ApiError as error:
+        raise _fail_for(error) from error
+
+
+def _print_json(body: Any) -> None:
+    print(json.dumps(body, ensure_ascii=False, indent=2))
+
+
+# --- knowledge bases, tasks, questions --------------------------------------------------------------
+
+
+def cmd_kb_create(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"name": args.name, "status": args.status}
+    if args.id:
+        body["kb_id"] = args.id
+    if args.description:
+        body["description"] = args.description
+    with _client(args) as client:
+        kb = _call(client, "POST", "/v1/kb", body)
+    if args.json:
+        _print_json(kb)
+    else:
+        print(f"{kb['kb_id']}\t{kb['name']}\t{kb['status']}")
+    return EXIT_OK
+
+
+def cmd_kb_list(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        found = _call(client, "GET", "/v1/kb")
+    if args.json:
+        _print_json(found)
+        return EXIT_OK
+    for kb in found.get("knowledge_bases", []):
+        print(f"{kb['kb_id']}\t{kb['name']}\t{kb['status']}\t{kb.get('document_count', 0)} documents")
+    return EXIT_OK
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        task = _call(client, "GET", f"/v1/tasks/{args.task_id}")
+    if args.json:
+        _print_json(task)
+    else:
+        counts = task.get("counts") or {}
+        print(
+            f"{task['task_id']}\t{task['status']}\tparents={counts.get('parents', 0)} "
+            f"children={counts.get('children', 0)}"
+            + (f"\terror: {task['error']}" if task.get("error") else "")
+        )
+    return EXIT_OK if task["status"] != "failed" else EXIT_FAILURES
+
+
+def _where(citation: dict[str, Any]) -> str:
+    where = str(citation["source_name"])
+    if citation.get("heading"):
+        where += f" › {citation['heading']}"
+    if citation.get("page_hint"):
+        where += f" (page {citation['page_hint']})"
+    return where
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"question": args.question, "top_k": args.top_k}
+    with _client(args) as client:
+        answer = _call(client, "POST", f"/v1/kb/{args.kb}/ask", body)
+    if args.json:
+        _print_json(answer)
+        return EXIT_OK
+    if answer.get("no_answer"):
+        print(f"(no answer) {answer['answer']}")
+        if answer.get("no_answer_reason"):
+            print(f"reason: {answer['no_answer_reason']}")
+        return EXIT_OK
+    print(answer["answer"])
+    if answer.get("citations"):
+        print()
+    for number, citation in enumerate(answer.get("citations", []), start=1):
+        snippet = " ".join(str(citation.get("snippet", "")).split())[:160]
+        print(f"[{number}] {_where(citation)}: “{snippet}”")
+    return EXIT_OK
+
+
+def cmd_retrieve(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"query": args.query, "top_k": args.top_k}
+    with _client(args) as client:
+        found = _call(client, "POST", f"/v1/kb/{args.kb}/retrieve", body)
+    if args.json:
+        _print_json(found)
+        return EXIT_OK
+    for rank, hit in enumerate(found.get("results", []), start=1):
+        text = " ".join(str(hit["chunk_text"]).split())[:160]
+        print(f"[{rank}] {hit['score']:.3f} {hit['ref_id']}: {text}")
+    return EXIT_OK
+
+
+# --- ingestion ----------------------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line progress bar on stderr over files, with the chunk count from the tasks."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.chunks = total, 0, 0
+        self.enabled = enabled and total > 0
+
+    def advance(self, chunks: int = 0) -> None:
+        self.done += 1
+        self.chunks += chunks
+        self.draw()
+
+    def draw(self, note: str = "") -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.done / self.total)
+        bar = "#" * filled + "-" * (width - filled)
+        sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} files, {self.chunks} chunks {note[:40]:<40}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _files(paths: list[str]) -> Iterator[tuple[Path, str]]:
+    """(file, source name): folders recursively, source names relative to the folder given."""
+    for given in paths:
+        root = Path(given)
+        if root.is_dir():
+            for file in sorted(root.rglob("*")):
+                relative = file.relative_to(root)
+                hidden = any(part.startswith(".") for part in relative.parts)
+                if file.is_file() and not hidden and file.suffix.lower() in INGEST_SUFFIXES:
+                    yield file, relative.as_posix()
+        elif root.is_file():
+            yield root, root.name
+        else:
+            raise CliError(f"no such file or folder: {given}", EXIT_USAGE)
+
+
+def _state_path(args: argparse.Namespace) -> Path:
+    if args.state:
+        return Path(args.state)
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "citegate" / "ingest-state.json"
+
+
+def _load_state(path: Path) -> dict[str, Any]:
+    try:
+        state = json.loads(path.read_text())
+        return state if isinstance(state, dict) else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _save_state(path: Path, state: dict[str, Any]) -> None:
+    # Write-then-rename, so an interrupted run never leaves a truncated state file.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(state, indent=1, sort_keys=True))
+    partial.replace(path)
+
+
+def _submit(client: CitegateClient, kb: str, file: Path, name: str, data: bytes) -> str:
+    metadata = {"path": name}
+    if len(data) <= INLINE_LIMIT:
+        body = {"base64_file": base64.b64encode(data).decode(), "source_name": name, "metadata": metadata}
+        return str(client.post(f"/v1/kb/{kb}/documents", body)["task_id"])
+    upload = client.post(f"/v1/kb/{kb}/uploads", {"source_name": name})
+    client.put_presigned(upload["url"], upload.get("headers") or {}, data)
+    body = {"s3_key": upload["s3_key"], "source_name": name, "metadata": metadata}
+    return str(client.post(f"/v1/kb/{kb}/documents", body)["task_id"])
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    files = list(_files(args.paths))
+    state_file = _state_path(args)
+    state = _load_state(state_file)
+    with _client(args) as client:
+        scope = f"{client.url}|{args.kb}"
+        done: dict[str, str] = state.setdefault(scope, {})  # source name -> sha256 of what succeeded
+        progress = Progress(len(files), enabled=not args.quiet)
+        skipped, failures, pending = 0, [], {}
+        for file, name in files:
+            data = file.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            if done.get(name) == digest and not args.force:
+                skipped += 1
+                progress.advance()
+                continue
+            try:
+                pending[name] = (_submit(client, args.kb, file, name, data), digest)
+                progress.draw(name)
+            except ApiError as error:
+                if error.status in (401, 403) or error.code == "kb_not_found":
+                    progress.close()
+                    raise _fail_for(error) from error
+                if error.status in UNAVAILABLE_STATUSES and error.code == "storage_unavailable":
+                    progress.close()
+                    raise _fail_for(error) from error
+                failures.append((name, describe_error(error.status, error.body)))
+                progress.advance()
+        deadline = time.monotonic() + args.timeout
+        succeeded = 0
+        while pending:
+            for name, (task_id, digest) in list(pending.items()):
+                task = _call(client, "GET", f"/v1/tasks/{task_id}")
+                if task["status"] not in ("succeeded", "failed"):
+                    continue
+                del pending[name]
+                if task["status"] == "succeeded":
+                    succeeded += 1
+                    done[name] = digest
+                    _save_state(state_file, state)  # after each file, so an interrupted run resumes
+                else:
+                    failures.append((name, str(task.get("error") or "ingestion failed")))
+                progress.advance(int((task.get("counts") or {}).get("children", 0)))
+            if pending and time.monotonic() > deadline:
+                failures.extend(
+                    (name, f"task {task_id} did not finish in {args.timeout:.0f}s")
+                    for name, (task_id, _) in pending.items()
+                )
+                break
+            if pending:
+                time.sleep(0.2)
+        progress.close()
+    _save_state(state_file, state)
+    print(
+        f"ingested {succeeded}, skipped {skipped} (unchanged), failed {len(failures)} "
+        f"of {len(files)} file(s) into {args.kb}; {progress.chunks} chunks"
+    )
+    for name, reason in failures:
+        print(f"  FAILED {name}: {reason}", file=sys.stderr)
+    return EXIT_FAILURES if failures else EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from citegate.mcp_server import AdapterConfig, create_streamable_http_app, serve_stdio
+
+    if args.http:
+        import uvicorn
+
+        config = AdapterConfig(url=(args.url or os.environ.get("CITEGATE_URL") or DEFAULT_URL).rstrip("/"))
+        config.read_local_files = False  # a shared server must not read its own disk for callers
+        uvicorn.run(create_streamable_http_app(config), host=args.host, port=args.port, log_level="warning")
+        return EXIT_OK
+    return serve_stdio(AdapterConfig.from_env(sigv4=args.sigv4, url=args.url, token=args.token))
+
+
+# --- parser ---------------------------------------------------------------------------------------
+
+
+def _connection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help=f"citegate base URL (default: $CITEGATE_URL or {DEFAULT_URL})")
+    auth = parser.add_mutually_exclusive_group()
+    auth.add_argument("--token", help="bearer token (default: $RAG_API_TOKEN)")
+    auth.add_argument("--sigv4", action="store_true", help="sign with AWS SigV4 (botocore credential chain)")
+    parser.add_argument("--json", action="store_true", help="print the server's JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="citegate", description="Governed, cited knowledge answering.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the local stack and gateway on one machine")
@@ -13,7 +330,62 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=None, help="default: $PORT or 8099")
     demo = commands.add_parser("demo", help="start the local stack, ingest the samples, ask two questions")
     demo.add_argument("--port", type=int, default=None)
-    args = parser.parse_args(argv)
+
+    kb = commands.add_parser("kb", help="knowledge bases")
+    kb_commands = kb.add_subparsers(dest="kb_command", required=True)
+    create = kb_commands.add_parser("create", help="create a knowledge base")
+    create.add_argument("name")
+    create.add_argument("--id", help="kb id (default: derived from the name)")
+    create.add_argument("--description", default="")
+    create.add_argument("--status", choices=("working", "approved"), default="working")
+    _connection_options(create)
+    create.set_defaults(run=cmd_kb_create)
+    listing = kb_commands.add_parser("list", help="list knowledge bases")
+    _connection_options(listing)
+    listing.set_defaults(run=cmd_kb_list)
+
+    ingest = commands.add_parser("ingest", help="ingest files and folders (Markdown, PDF, text, HTML)")
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest.add_argument("--kb", required=True, help="knowledge base id")
+    ingest.add_argument("--state", help="resume file (default: $XDG_STATE_HOME/citegate/ingest-state.json)")
+    ingest.add_argument("--force", action="store_true", help="ingest files even if unchanged since success")
+    ingest.add_argument("--timeout", type=float, default=600, help="seconds to wait for the tasks")
+    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    _connection_options(ingest)
+    ingest.set_defaults(run=cmd_ingest)
+
+    ask = commands.add_parser("ask", help="ask a question; an answer with numbered citations")
+    ask.add_argument("question")
+    ask.add_argument("--kb", required=True)
+    ask.add_argument("--top-k", type=int, default=8)
+    _connection_options(ask)
+    ask.set_defaults(run=cmd_ask)
+
+    retrieve = commands.add_parser("retrieve", help="ranked passages for a query")
+    retrieve.add_argument("query")
+    retrieve.add_argument("--kb", required=True)
+    retrieve.add_argument("--top-k", type=int, default=8)
+    _connection_options(retrieve)
+    retrieve.set_defaults(run=cmd_retrieve)
+
+    tasks = commands.add_parser("tasks", help="an ingestion or reindex task's status")
+    tasks.add_argument("task_id")
+    _connection_options(tasks)
+    tasks.set_defaults(run=cmd_tasks)
+
+    mcp = commands.add_parser("mcp", help="run the MCP server (stdio by default)")
+    transport = mcp.add_mutually_exclusive_group()
+    transport.add_argument("--stdio", action="store_true", help="serve MCP over stdin/stdout (default)")
+    transport.add_argument("--http", action="store_true", help="serve streamable HTTP (stateless) at /mcp")
+    mcp.add_argument("--host", default="127.0.0.1")
+    mcp.add_argument("--port", type=int, default=8765)
+    _connection_options(mcp)
+    mcp.set_defaults(run=cmd_mcp)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "serve":
         from citegate.local.serve import serve as run_serve
 
@@ -22,7 +394,24 @@ def main(argv: list[str] | None = None) -> int:
         from citegate.demo import run_demo
 
         return run_demo(args.port)
-    return 2
+    try:
+        return int(args.run(args))
+    except CliError as error:
+        print(f"citegate: {error}", file=sys.stderr)
+        return error.code
+    except Unavailable as error:
+        print(f"citegate: server unavailable: {error}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except Unauthenticated as error:
+        print(f"citegate: {error}", file=sys.stderr)
+        return EXIT_AUTH
+    except ApiError as error:
+        failure = _fail_for(error)
+        print(f"citegate: {failure}", file=sys.stderr)
+        return failure.code
+    except KeyboardInterrupt:
+        print("citegate: interrupted (finished files are recorded; run again to resume)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from citegate.store.kbs import KbStore
     from citegate.store.parents import ParentStore
     from citegate.store.tasks import TaskStore
+    from citegate.web.service import WebService
 
 
 class Services:
@@ -115,6 +116,20 @@ class Services:
         from citegate.feedback import build_feedback_service
 
         return build_feedback_service(self)
+
+    @cached_property
+    def web(self) -> WebService:
+        from citegate.web.cache import WebCache
+        from citegate.web.search import make_provider
+        from citegate.web.service import WebConfig, WebService
+
+        config = WebConfig.from_settings(self.settings)
+        return WebService(
+            config,
+            counters=self.counters,
+            cache=WebCache(self._table(resources.WEB_CACHE)),
+            provider=make_provider(config.search_provider, config.search_base_url, config.search_api_key),
+        )
 
     @cached_property
     def bucket(self) -> str:

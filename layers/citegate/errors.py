@@ -131,15 +131,43 @@ _ANSWER_CODES: dict[str, str] = {
 }
 
 
+# Spec 001's routes (agent chats, web search/read) use its section 7.2 codes; other kinds are
+# upper-cased (FORBIDDEN, UNAUTHORIZED, INVALID_REQUEST, ...), finer kinds keep details.reason.
+_CHAT_CODES: dict[str, str] = {
+    "rate_limited": "QUOTA_EXCEEDED",
+    "invalid_url_format": "INVALID_URL_FORMAT",
+    "url_not_accessible": "URL_NOT_ACCESSIBLE",
+    "timeout_error": "TIMEOUT_ERROR",
+    "web_read_failed": "WEB_READ_FAILED",
+    "content_too_large": "WEB_READ_FAILED",
+    "unsupported_content": "WEB_READ_FAILED",
+    "web_search_failed": "WEB_SEARCH_FAILED",
+    "model_unavailable": "MODEL_NOT_AVAILABLE",
+    "invalid_selector": "INVALID_REQUEST",
+    "forbidden_tool": "FORBIDDEN",
+    "forbidden_scope": "FORBIDDEN",
+    "dataset_not_allowed": "FORBIDDEN",
+    "route_not_found": "NOT_FOUND",
+    "internal": "INTERNAL_ERROR",
+}
+
+
 def error_code(error: CitegateError, family: Family = "v1") -> str:
     if family == "v1":
         return _V1_CODES.get(error.kind, error.kind)
     if family == "answer":
         return _ANSWER_CODES.get(error.kind, error.kind)
+    if family == "chat":
+        return _CHAT_CODES.get(error.kind, error.kind.upper())
     raise ValueError(f"no code table for family {family!r} yet")
 
 
 def error_details(error: CitegateError, family: Family = "v1") -> dict[str, Any]:
+    if family == "chat":
+        chat_code = error_code(error, family)
+        if chat_code in ("FORBIDDEN", "WEB_READ_FAILED") and chat_code.lower() != error.kind:
+            return {"reason": error.kind, **error.details}
+        return error.details
     code = error_code(error, family)
     if code != error.kind and isinstance(error, Forbidden):
         return {"reason": error.kind, **error.details}

@@ -72,6 +72,9 @@ IDEMPOTENCY = TableShape("idempotency", "id", ttl_attribute="expiration")
 # Feedback and improvement tasks, deduplicated by dedupeKey; the kind index lists them by recency.
 FEEDBACK = TableShape("feedback", "record_id", indexes=(IndexShape("by_kind", "kind", "last_seen"),))
 
+# Web search results (1 h) and read pages (6 h; kept 24 h longer for ETag/Last-Modified revalidation).
+WEB_CACHE = TableShape("web_cache", "cache_key", ttl_attribute="expires_at")
+
 TABLES: tuple[TableShape, ...] = (
     KBS,
     DOCUMENTS,
@@ -85,6 +88,7 @@ TABLES: tuple[TableShape, ...] = (
     SESSIONS,
     IDEMPOTENCY,
     FEEDBACK,
+    WEB_CACHE,
 )
 AUDIT_TTL_DAYS = 400
 TASK_TTL_DAYS = 30

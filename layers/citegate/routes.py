@@ -46,6 +46,8 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/v1/kb/{kb_id}/documents/{document_id}", "document_delete", "rag_delete_document"),
     Route("POST", "/v1/kb/{kb_id}/reindex", "kb_reindex", "rag_reindex"),
     Route("GET", "/v1/tasks/{task_id}", "task_get", "rag_task_status"),
+    # Who the caller is and what its policy grants (MCP lists only the tools a caller may use).
+    Route("GET", "/v1/me", "me", "me"),
     # Retrieval and evidence-bound answers.
     Route("POST", "/v1/kb/{kb_id}/retrieve", "kb_retrieve", "rag_retrieve"),
     Route("POST", "/v1/kb/{kb_id}/ask", "kb_ask", "rag_ask"),
@@ -69,6 +71,9 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("GET", "/admin/feedback", "admin_feedback_list", "admin"),
     Route("POST", "/admin/feedback/{record_id}/close", "admin_feedback_close", "admin"),
+    # Spec 001: web search and reading (JINA-compatible shapes, section 3.2).
+    Route("POST", "/api/v1/web/search", "web_search", "web_search"),
+    Route("POST", "/api/v1/web/read", "web_read", "web_read"),
     # Administration: policies, agent credentials, the audit log.
     Route("GET", "/admin/policies", "admin_policies_list", "admin"),
     Route("GET", "/admin/policies/{principal_key}", "admin_policy_get", "admin"),

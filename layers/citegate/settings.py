@@ -51,6 +51,21 @@ class Settings(BaseSettings):
     github_token: SecretStr | None = Field(None, alias="CITEGATE_GITHUB_TOKEN")
     github_api_url: str = Field("https://api.github.com", alias="CITEGATE_GITHUB_API_URL")
 
+    # Web search and reading (spec 001 3.2). Provider "none" makes /api/v1/web/search answer
+    # WEB_SEARCH_FAILED (not_configured). web_allow_loopback is for tests only.
+    web_search_provider: Literal["none", "jina", "searxng"] = Field(
+        "none", alias="CITEGATE_WEB_SEARCH_PROVIDER"
+    )
+    web_search_base_url: str | None = Field(None, alias="CITEGATE_WEB_SEARCH_URL")
+    web_search_api_key: SecretStr | None = Field(None, alias="CITEGATE_WEB_SEARCH_API_KEY")
+    web_search_rate_limit_per_minute: int = Field(10, alias="CITEGATE_WEB_SEARCH_RATE_LIMIT")
+    web_search_ip_rate_limit_per_minute: int = Field(30, alias="CITEGATE_WEB_SEARCH_IP_RATE_LIMIT")
+    web_max_page_bytes: int = Field(5 * 1024 * 1024, alias="CITEGATE_WEB_MAX_PAGE_BYTES")
+    web_search_cache_seconds: int = Field(3600, alias="CITEGATE_WEB_SEARCH_CACHE_SECONDS")
+    web_page_cache_seconds: int = Field(6 * 3600, alias="CITEGATE_WEB_PAGE_CACHE_SECONDS")
+    web_max_timeout_seconds: float = Field(25.0, alias="CITEGATE_WEB_MAX_TIMEOUT")
+    web_allow_loopback: bool = Field(False, alias="CITEGATE_WEB_ALLOW_LOOPBACK")
+
     # Local state (spec 004's variable) and the local gateway's port (spec 004's port).
     data_root: Path = Field(Path(".data"), alias="RAG_DATA_ROOT")
     port: int = Field(8099, alias="PORT")

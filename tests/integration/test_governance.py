@@ -280,3 +280,11 @@ def test_a_spent_token_budget_refuses_further_answers(client: TestClient, docs_k
         second = agent.post(f"/v1/kb/{docs_kb}/ask", json={"question": "How is agent memory configured?"})
         assert second.status_code == 429 and "token budget" in second.json()["message"]
         assert int(second.headers["Retry-After"]) >= 1
+
+
+def test_me_reports_the_callers_grants(client: TestClient, docs_kb: str) -> None:
+    _, token = _agent(client, {"tools": ["rag_retrieve"], "knowledge_bases": [docs_kb]})
+    with _as(token) as agent:
+        me = agent.get("/v1/me").json()
+    assert me["principal"]["type"] == "agent" and me["tools"] == ["rag_retrieve"]
+    assert TestClient(create_app()).get("/v1/me").status_code == 401

@@ -1,0 +1,347 @@
+"""Spec 001's web search and web read, behind governance, limits and the cache.
+
+Handlers call `web_service(services())`; tests build `WebService` directly with a config, a
+cache table, counters, a provider and a resolver of their own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from pydantic import ValidationError
+
+from citegate import resources
+from citegate.errors import CitegateError, Forbidden
+from citegate.identity.principal import Principal
+from citegate.models.web import (
+    WebReadRequest,
+    WebReadResponse,
+    WebReadResult,
+    WebSearchRequest,
+    WebSearchResponse,
+    WebSearchResultItem,
+)
+from citegate.observability import logger
+from citegate.policy.model import Policy
+from citegate.ratelimit import Counters
+from citegate.web import WebError, WebReadFailed, WebSearchFailed
+from citegate.web.cache import PAGE_TTL_SECONDS, SEARCH_TTL_SECONDS, WebCache, cache_key
+from citegate.web.fetch import DEFAULT_MAX_BYTES, Conditional, Fetcher
+from citegate.web.reader import InvalidSelector, SelectorError, css_to_xpath, extract, extract_text
+from citegate.web.safety import Resolver, UrlGuard, domain_allowed, parse_url
+from citegate.web.search import SearchProvider, make_provider
+
+if TYPE_CHECKING:
+    from citegate.container import Services
+    from citegate.settings import Settings
+
+# Until resources.WEB_CACHE exists, the same shape is declared here (see the report).
+_WEB_CACHE_SHAPE = getattr(
+    resources, "WEB_CACHE", resources.TableShape("web_cache", "cache_key", ttl_attribute="expires_at")
+)
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    search_provider: str | None = None  # "jina" | "searxng" | None
+    search_base_url: str | None = None
+    search_api_key: str | None = None
+    search_per_minute: int = 10  # spec 001 8.3: ten web searches per user and minute
+    search_ip_per_minute: int = 30
+    allow_loopback: bool = False  # tests only: lets the reader reach 127.0.0.1
+    max_page_bytes: int = DEFAULT_MAX_BYTES
+    search_cache_seconds: int = SEARCH_TTL_SECONDS
+    page_cache_seconds: int = PAGE_TTL_SECONDS
+    # API Gateway cuts an integration at 30 s, so a caller's longer `timeout` is clamped to this.
+    max_timeout_seconds: float = 25.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WebConfig:
+        def get(name: str, default: Any) -> Any:
+            value = getattr(settings, name, default)
+            secret = getattr(value, "get_secret_value", None)
+            return secret() if callable(secret) else value
+
+        return cls(
+            search_provider=get("web_search_provider", None),
+            search_base_url=get("web_search_base_url", None),
+            search_api_key=get("web_search_api_key", None),
+            search_per_minute=int(get("web_search_rate_limit_per_minute", 10)),
+            search_ip_per_minute=int(get("web_search_ip_rate_limit_per_minute", 30)),
+            allow_loopback=bool(get("web_allow_loopback", False)),
+            max_page_bytes=int(get("web_max_page_bytes", DEFAULT_MAX_BYTES)),
+            search_cache_seconds=int(get("web_search_cache_seconds", SEARCH_TTL_SECONDS)),
+            page_cache_seconds=int(get("web_page_cache_seconds", PAGE_TTL_SECONDS)),
+            max_timeout_seconds=float(get("web_max_timeout_seconds", 25.0)),
+        )
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class WebService:
+    def __init__(
+        self,
+        config: WebConfig,
+        *,
+        counters: Counters,
+        cache: WebCache | None = None,
+        provider: SearchProvider | None = None,
+        resolver: Resolver | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.counters = counters
+        self.cache = cache
+        self.provider = provider
+        self.clock = clock
+        self.guard = UrlGuard(allow_loopback=config.allow_loopback, resolver=resolver)
+        self.fetcher = Fetcher(self.guard, max_bytes=config.max_page_bytes)
+
+    # -- search ---------------------------------------------------------------------------------
+
+    def search(
+        self, principal: Principal, policy: Policy, request: WebSearchRequest, source_ip: str | None = None
+    ) -> WebSearchResponse:
+        started = time.perf_counter()
+        provider = self.provider
+        if provider is None:
+            raise WebSearchFailed(
+                "web search is not configured on this server",
+                details={"reason": "not_configured", "search_engine": request.search_engine},
+            )
+        # Spec 001 8.3: per user, and per address against one client spreading over many users.
+        self.counters.hit(
+            f"web_search:{principal.tenant_id}:{principal.type}:{principal.id}", self.config.search_per_minute
+        )
+        if source_ip:
+            self.counters.hit(f"web_search_ip:{source_ip}", self.config.search_ip_per_minute)
+        # Only an engine the caller chose is passed on: the default "google" would otherwise pin
+        # a SearXNG instance to one engine it may not have enabled.
+        engine = request.search_engine if "search_engine" in request.model_fields_set else None
+        key = cache_key("search", provider.name, engine, request.query, request.max_results, request.locale)
+        cached = self.cache.get(key) if self.cache else None
+        if cached is not None and cached.fresh(self.cache.clock() if self.cache else self.clock()):
+            data = cached.value
+        else:
+            outcome = provider.search(
+                request.query,
+                max_results=request.max_results,
+                engine=engine,
+                locale=request.locale,
+                timeout=min(request.timeout, self.config.max_timeout_seconds),
+            )
+            data = {
+                "hits": [
+                    {
+                        "title": h.title,
+                        "url": h.url,
+                        "snippet": h.snippet,
+                        "domain": h.domain,
+                        "timestamp": h.timestamp,
+                    }
+                    for h in outcome.hits
+                ],
+                "total_results": outcome.total_results,
+            }
+            if self.cache:
+                self.cache.put(key, data, self.config.search_cache_seconds)
+        # The policy's domain allow-list holds for what is offered to read, too.
+        hits = [h for h in data["hits"] if domain_allowed(h["domain"], policy.web.domains)]
+        hits = hits[: request.max_results]
+        results = [WebSearchResultItem(rank=i, **hit) for i, hit in enumerate(hits, start=1)]
+        total = data.get("total_results")
+        return WebSearchResponse(
+            query=request.query,
+            results=results,
+            search_engine=request.search_engine,
+            total_results=int(total) if isinstance(total, int) and not policy.web.domains else len(results),
+            search_time=round(time.perf_counter() - started, 3),
+        )
+
+    # -- read -----------------------------------------------------------------------------------
+
+    def read(self, policy: Policy, request: WebReadRequest) -> WebReadResponse:
+        started = time.perf_counter()
+        if request.wait_for_selector:
+            raise WebReadFailed(
+                "wait_for_selector needs a headless browser, and none is configured on this server",
+                details={"reason": "browser_unavailable"},
+            )
+        for selector in (request.css_selector, request.exclude_selector):
+            if selector:
+                try:
+                    css_to_xpath(selector)
+                except SelectorError as error:
+                    raise InvalidSelector(f"invalid CSS selector {selector!r}: {error}") from error
+        urls = request.url_list
+        if request.single:
+            results = [self._read_one(urls[0], policy, request)]
+        else:
+            workers = min(request.max_concurrent, len(urls))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="web-read") as pool:
+                results = list(pool.map(lambda u: self._read_safely(u, policy, request), urls))
+        successful = sum(1 for r in results if r.status == "success")
+        return WebReadResponse(
+            results=results,
+            total_urls=len(results),
+            successful=successful,
+            failed=len(results) - successful,
+            processing_time=round(time.perf_counter() - started, 3),
+        )
+
+    def _read_safely(self, url: str, policy: Policy, request: WebReadRequest) -> WebReadResult:
+        try:
+            return self._read_one(url, policy, request)
+        except WebError as error:
+            return WebReadResult(url=url, status="error", error=error.message, error_code=error.code)
+        except Exception:
+            logger.exception("web read failed", extra={"url": url})
+            return WebReadResult(
+                url=url, status="error", error="the page could not be read", error_code=WebReadFailed.code
+            )
+
+    def _read_one(self, url: str, policy: Policy, request: WebReadRequest) -> WebReadResult:
+        parse_url(url)  # format errors before anything else, cached or not
+        key = cache_key("page", url, request.css_selector, request.exclude_selector, request.locale)
+        entry = self.cache.get(key) if self.cache else None
+        now = self.cache.clock() if self.cache else self.clock()
+        if entry is not None and not request.bypass_cache and entry.fresh(now):
+            # A cached page was read under some policy; this caller's allow-list still applies.
+            self.guard.check(url, policy.web.domains)
+            return WebReadResult(**entry.value, cached=True)
+        conditional = None
+        if entry is not None and entry.revalidatable and not request.bypass_cache:
+            conditional = Conditional(etag=entry.etag, last_modified=entry.last_modified)
+        fetched = self.fetcher.fetch(
+            url,
+            timeout=min(request.timeout, self.config.max_timeout_seconds),
+            allowed_domains=policy.web.domains,
+            locale=request.locale,
+            conditional=conditional,
+        )
+        if fetched.not_modified and entry is not None and self.cache is not None:
+            self.cache.refresh(entry, self.config.page_cache_seconds)
+            return WebReadResult(**entry.value, cached=True)
+        if fetched.not_modified:  # a 304 without our asking: nothing to show
+            raise WebReadFailed("the page answered 304 Not Modified to an unconditional request")
+        if fetched.kind == "text":
+            extracted = extract_text(fetched.text)
+        else:
+            extracted = extract(
+                fetched.text,
+                url=fetched.url,
+                css_selector=request.css_selector,
+                exclude_selector=request.exclude_selector,
+            )
+        value = {
+            "url": url,
+            "status": "success",
+            "title": extracted.title,
+            "content": extracted.content,
+            "extracted_at": _iso(now),
+            "word_count": extracted.word_count,
+            "token_count": extracted.token_count,
+        }
+        if self.cache is not None:
+            self.cache.put(
+                key,
+                value,
+                self.config.page_cache_seconds,
+                etag=fetched.etag,
+                last_modified=fetched.last_modified,
+            )
+        return WebReadResult(**value, cached=False)
+
+
+_build_lock = threading.Lock()
+
+
+def web_service(s: Services) -> WebService:
+    """The process's WebService, built once from the settings (container.Services.web, later)."""
+    existing = getattr(s, "web", None) or s.__dict__.get("_web_service")
+    if existing is not None:
+        return existing  # type: ignore[no-any-return]
+    with _build_lock:
+        if "_web_service" not in s.__dict__:
+            config = WebConfig.from_settings(s.settings)
+            s.__dict__["_web_service"] = WebService(
+                config,
+                counters=s.counters,
+                cache=WebCache(s.aws.dynamodb.Table(_WEB_CACHE_SHAPE.physical_name(s.settings.stage))),
+                provider=make_provider(config.search_provider, config.search_base_url, config.search_api_key),
+            )
+        return s.__dict__["_web_service"]  # type: ignore[no-any-return]
+
+
+def require_web(policy: Policy) -> None:
+    if not policy.web.enabled:
+        raise Forbidden(
+            "web search and reading are not enabled by this caller's policy", details={"tool": "web"}
+        )
+
+
+# -- spec 001 error codes (section 7.2) ----------------------------------------------------------
+
+SPEC001_CODES: dict[str, str] = {
+    "rate_limited": "QUOTA_EXCEEDED",
+    "invalid_url_format": "INVALID_URL_FORMAT",
+    "url_not_accessible": "URL_NOT_ACCESSIBLE",
+    "timeout_error": "TIMEOUT_ERROR",
+    "web_read_failed": "WEB_READ_FAILED",
+    "content_too_large": "WEB_READ_FAILED",
+    "unsupported_content": "WEB_READ_FAILED",
+    "web_search_failed": "WEB_SEARCH_FAILED",
+    "model_unavailable": "MODEL_NOT_AVAILABLE",
+    "invalid_selector": "INVALID_REQUEST",
+    "forbidden_tool": "FORBIDDEN",
+    "forbidden_scope": "FORBIDDEN",
+    "dataset_not_allowed": "FORBIDDEN",
+    "route_not_found": "NOT_FOUND",
+    "internal": "INTERNAL_ERROR",
+}
+
+
+def spec001_code(error: CitegateError) -> str:
+    return SPEC001_CODES.get(error.kind, error.kind.upper())
+
+
+def web_resolver() -> APIGatewayHttpResolver:
+    """make_resolver() with spec 001's codes (until errors.py has the "chat" family table)."""
+    from citegate.errors import error_body
+    from citegate.http.api import invalid_request_from, json_response, make_resolver, request_id
+
+    app = make_resolver("v1")
+
+    def respond(error: CitegateError) -> Response[str]:
+        code = spec001_code(error)
+        details = dict(error.details)
+        # Finer kinds that share a spec code keep their name, as the other families do.
+        if code in ("FORBIDDEN", "WEB_READ_FAILED") and error.kind.upper() != code:
+            details = {"reason": error.kind, **details}
+        headers = {"Retry-After": str(details["retry_after"])} if "retry_after" in details else {}
+        if error.status >= 500:
+            logger.warning("request failed", extra={"code": error.kind, "reason": error.message})
+        return json_response(error.status, error_body(code, error.message, request_id(app), details), headers)
+
+    app.exception_handler(CitegateError)(respond)
+    app.exception_handler(ValidationError)(lambda error: respond(invalid_request_from(error)))
+    return app
+
+
+__all__ = [
+    "WebConfig",
+    "WebService",
+    "require_web",
+    "spec001_code",
+    "web_resolver",
+    "web_service",
+]

@@ -1,0 +1,92 @@
+"""`citegate` client commands as a user runs them: subprocesses against a real `citegate serve`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import ROOT, TOKEN
+
+SAMPLES = ROOT / "samples"
+
+
+@pytest.fixture
+def server(server_factory: Any) -> Any:
+    return server_factory({"CITEGATE_EMBEDDER": "hashing"}).start()
+
+
+def run(server: Any, *args: str, token: str = TOKEN) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CITEGATE_URL": server.url, "RAG_API_TOKEN": token}
+    return subprocess.run(
+        [sys.executable, "-m", "citegate.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_ingest_ask_retrieve_and_resume(server: Any, tmp_path: Path) -> None:
+    created = run(server, "kb", "create", "CLI docs", "--id", "cli", "--status", "approved")
+    assert created.returncode == 0, created.stderr
+    listed = run(server, "kb", "list", "--json")
+    assert [kb["kb_id"] for kb in json.loads(listed.stdout)["knowledge_bases"]] == ["cli"]
+
+    state = tmp_path / "state.json"
+    first = run(server, "ingest", str(SAMPLES), "--kb", "cli", "--state", str(state))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "failed 0" in first.stdout and "skipped 0" in first.stdout
+    assert "files," in first.stderr  # the progress bar
+    done = json.loads(state.read_text())[f"{server.url}|cli"]
+    assert {"solar-system.md", "lighthouses.pdf", "tea-guide.txt", "长城.md"} <= set(done)
+
+    again = run(server, "ingest", str(SAMPLES), "--kb", "cli", "--state", str(state))
+    assert again.returncode == 0 and f"skipped {len(done)}" in again.stdout and "ingested 0" in again.stdout
+
+    asked = run(server, "ask", "How high is Olympus Mons?", "--kb", "cli")
+    assert asked.returncode == 0, asked.stderr
+    # samples/README.md quotes the demo questions, so it may be cited too; any cited source will do.
+    assert "22 km" in asked.stdout and "\n[1] " in asked.stdout, asked.stdout
+
+    as_json = json.loads(run(server, "ask", "How high is Olympus Mons?", "--kb", "cli", "--json").stdout)
+    assert as_json["no_answer"] is False and as_json["citations"]
+    assert {"ref_id", "source_name", "snippet"} <= set(as_json["citations"][0])
+
+    found = json.loads(run(server, "retrieve", "Olympus Mons", "--kb", "cli", "--json").stdout)
+    assert found["results"] and found["results"][0]["ref_id"].startswith("r_")
+
+    documents = server.client().get("/v1/kb/cli/documents").json()["documents"]
+    task = run(server, "tasks", documents[0]["task_id"], "--json")
+    assert task.returncode == 0 and json.loads(task.stdout)["status"] == "succeeded"
+
+
+def test_failures_are_reported_with_exit_code_1(server: Any, tmp_path: Path) -> None:
+    assert run(server, "kb", "create", "Mixed", "--id", "mixed").returncode == 0
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Good\n\nTea is brewed at 80 degrees for green tea.")
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    result = run(server, "ingest", str(folder), "--kb", "mixed", "--state", str(tmp_path / "s.json"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAILED broken.pdf" in result.stderr and "ingested 1" in result.stdout
+
+
+def test_exit_codes_for_auth_usage_and_unavailable(server: Any, tmp_path: Path) -> None:
+    refused = run(server, "kb", "list", token="not-the-token")
+    assert refused.returncode == 3 and "401" in refused.stderr
+    assert run(server, "ask").returncode == 2  # argparse: the question and --kb are missing
+    assert run(server, "ingest", str(tmp_path / "nothing"), "--kb", "x").returncode == 2
+    missing_kb = run(server, "ask", "anything?", "--kb", "no-such-kb")
+    assert missing_kb.returncode == 1 and "kb_not_found" in missing_kb.stderr
+
+    class Down:
+        url = "http://127.0.0.1:9"  # the discard port: nothing listens
+
+    assert run(Down(), "kb", "list").returncode == 4
