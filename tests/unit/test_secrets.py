@@ -17,6 +17,7 @@ from citegate.settings import Settings
 @pytest.fixture
 def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("RAG_API_TOKEN", raising=False)  # the Makefile exports a development token
     with mock_aws():
         monkeypatch.setattr(secrets, "_client", None)
         secrets.clear_cache()
