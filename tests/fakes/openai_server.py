@@ -8,6 +8,7 @@ The requested model name picks the behaviour, so one server serves every test:
   decline          declines
   slow             answers after a delay longer than the client's timeout
   error-500        answers HTTP 500
+Asked without passages (model knowledge, where a policy allows it), it answers in plain text.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ def _reply(model: str, prompt: str) -> tuple[int, Any]:
         return 500, {"error": {"message": "boom"}}
     if model == "slow":
         time.sleep(3)
-    if model == "malformed":
+    if not passages:
+        # No passages in the prompt: a question for the model's own knowledge.
+        content = "From general knowledge: tungsten boils at about 5,900 degrees Celsius."
+    elif model == "malformed":
         content = "Sure! The answer is 42."
     elif model == "decline":
         content = json.dumps(

@@ -271,3 +271,59 @@ def test_the_no_answer_action_key_is_the_key_the_feedback_tool_computes(corpus: 
     )
     assert report.status_code == 200, report.text
     assert report.json()["dedupeKey"] == action["dedupeKey"]
+
+
+def test_uncited_model_knowledge_only_where_the_policy_allows_it(
+    client: TestClient, corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citegate.answering.openai_chat import OpenAIChatAnswerer
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    body = {"question": "What is the boiling point of tungsten?", "requireCitations": False}
+    with FakeOpenAIServer() as server:
+        monkeypatch.setitem(
+            stack.services.__dict__,
+            "answerer",
+            OpenAIChatAnswerer(base_url=server.url, api_key="k", model="decline", timeout=2),
+        )
+        with _agent(client, {**KGENT_POLICY, "model_fallback": True}) as allowed:
+            labelled = allowed.post("/agent/tools/ask", json=body).json()
+        with _agent(client, KGENT_POLICY) as strict:
+            refused = strict.post("/agent/tools/ask", json=body).json()
+        person = TestClient(create_app()).post("/answer/ask", json=body).json()
+    # Agent tools always require citations, whatever the policy says.
+    assert labelled["answerSource"] == "knowledge_base" and labelled["answer"] == ""
+    assert refused["answer"] == "" and refused["noAnswerReason"]["code"] == "no_answer"
+    # The anonymous public-read policy does not allow model knowledge either.
+    assert person["answer"] == "" and person["diagnostics"]["requireCitations"].startswith("not granted")
+
+
+def test_a_person_whose_policy_allows_model_knowledge_gets_it_labelled(
+    client: TestClient, corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citegate.answering.openai_chat import OpenAIChatAnswerer
+    from citegate.policy.model import Policy
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    anonymous = stack.services.policies.find("anonymous")
+    stack.services.policies.put(Policy.model_validate({**anonymous.model_dump(), "model_fallback": True}))
+    try:
+        with FakeOpenAIServer() as server:
+            monkeypatch.setitem(
+                stack.services.__dict__,
+                "answerer",
+                OpenAIChatAnswerer(base_url=server.url, api_key="k", model="decline", timeout=2),
+            )
+            result = (
+                TestClient(create_app())
+                .post(
+                    "/answer/ask",
+                    json={"question": "What is the boiling point of tungsten?", "requireCitations": False},
+                )
+                .json()
+            )
+    finally:
+        stack.services.policies.put(anonymous)
+    assert result["answerSource"] == "model" and "tungsten" in result["answer"]
+    assert result["citations"] == [] and result["confidence"] == "low"
+    assert result["summary"].startswith("Not from the knowledge base")
