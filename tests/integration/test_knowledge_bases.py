@@ -96,3 +96,11 @@ def test_healthz_answers_without_a_token(client: TestClient) -> None:
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
     assert response.json()["checks"]["metadata"]["ok"] is True
+
+
+def test_the_gateway_serves_the_openapi_document_and_docs(client: TestClient) -> None:
+    document = client.get("/openapi.json", headers={"Authorization": ""})
+    assert document.status_code == 200 and document.json()["openapi"] == "3.1.0"
+    assert "/v1/kb/{kb_id}/ask" in document.json()["paths"]
+    docs = client.get("/docs", headers={"Authorization": ""})
+    assert docs.status_code == 200 and "/answer/ask" in docs.text

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl
 from starlette.applications import Starlette
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route as StarletteRoute
 
 from citegate import routes
@@ -210,6 +210,25 @@ async def dispatch(request: Request) -> Response:
     return to_response(result, request_id)
 
 
+async def openapi_json(request: Request) -> Response:
+    from citegate import openapi
+
+    return Response(openapi.render(openapi.build_openapi()), media_type="application/json")
+
+
+async def openapi_docs(request: Request) -> Response:
+    from citegate import openapi
+
+    return HTMLResponse(openapi.docs_html())
+
+
 def create_app() -> Starlette:
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
-    return Starlette(routes=[StarletteRoute("/{path:path}", dispatch, methods=methods)])
+    return Starlette(
+        routes=[
+            # The API's own description, served by the local gateway only (not one of ROUTES).
+            StarletteRoute("/openapi.json", openapi_json, methods=["GET"]),
+            StarletteRoute("/docs", openapi_docs, methods=["GET"]),
+            StarletteRoute("/{path:path}", dispatch, methods=methods),  # must stay last
+        ]
+    )
