@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from boto3.dynamodb.conditions import Key
 from pydantic import BaseModel, Field
 
 from citegate.resources import AUDIT_TTL_DAYS
@@ -67,6 +66,8 @@ class AuditLog:
         until: str | None = None,
         limit: int = 100,
     ) -> list[AuditRecord]:
+        from boto3.dynamodb.conditions import Key  # boto3 is heavy: imported when a list is asked for
+
         low = since or "0000"
         high = (until or "9999") + "\uffff"
         if caller:

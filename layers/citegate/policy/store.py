@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from boto3.dynamodb.conditions import Key
-
 from citegate.errors import NotFound
 from citegate.identity.principal import Principal
 from citegate.policy.model import Policy
@@ -129,12 +127,16 @@ class PolicyStore:
         return dict(from_item(item))
 
     def list_credentials(self, agent_id: str) -> list[dict[str, Any]]:
+        from boto3.dynamodb.conditions import Key
+
         items = query_all(
             self._credentials, IndexName="by_agent", KeyConditionExpression=Key("agent_id").eq(agent_id)
         )
         return [{k: v for k, v in i.items() if k != "credential_hash"} for i in items]
 
     def revoke_credential(self, agent_id: str, credential_id: str) -> dict[str, Any]:
+        from boto3.dynamodb.conditions import Key
+
         for item in query_all(
             self._credentials,
             IndexName="by_agent",
