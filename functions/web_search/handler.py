@@ -20,4 +20,4 @@ def web_search_route():  # type: ignore[no-untyped-def]
     return json_response(200, found.model_dump())
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, family="chat")

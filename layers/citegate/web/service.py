@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from pydantic import ValidationError
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
 from citegate import resources
 from citegate.errors import CitegateError, Forbidden
@@ -289,52 +288,20 @@ def require_web(policy: Policy) -> None:
         )
 
 
-# -- spec 001 error codes (section 7.2) ----------------------------------------------------------
-
-SPEC001_CODES: dict[str, str] = {
-    "rate_limited": "QUOTA_EXCEEDED",
-    "invalid_url_format": "INVALID_URL_FORMAT",
-    "url_not_accessible": "URL_NOT_ACCESSIBLE",
-    "timeout_error": "TIMEOUT_ERROR",
-    "web_read_failed": "WEB_READ_FAILED",
-    "content_too_large": "WEB_READ_FAILED",
-    "unsupported_content": "WEB_READ_FAILED",
-    "web_search_failed": "WEB_SEARCH_FAILED",
-    "model_unavailable": "MODEL_NOT_AVAILABLE",
-    "invalid_selector": "INVALID_REQUEST",
-    "forbidden_tool": "FORBIDDEN",
-    "forbidden_scope": "FORBIDDEN",
-    "dataset_not_allowed": "FORBIDDEN",
-    "route_not_found": "NOT_FOUND",
-    "internal": "INTERNAL_ERROR",
-}
+# -- spec 001 error codes (section 7.2): the "chat" family in citegate.errors ----------------------
 
 
 def spec001_code(error: CitegateError) -> str:
-    return SPEC001_CODES.get(error.kind, error.kind.upper())
+    from citegate.errors import error_code
+
+    return error_code(error, "chat")
 
 
 def web_resolver() -> APIGatewayHttpResolver:
-    """make_resolver() with spec 001's codes (until errors.py has the "chat" family table)."""
-    from citegate.errors import error_body
-    from citegate.http.api import invalid_request_from, json_response, make_resolver, request_id
+    """The resolver of the spec 001 web routes: errors carry spec 001's codes."""
+    from citegate.http.api import make_resolver
 
-    app = make_resolver("v1")
-
-    def respond(error: CitegateError) -> Response[str]:
-        code = spec001_code(error)
-        details = dict(error.details)
-        # Finer kinds that share a spec code keep their name, as the other families do.
-        if code in ("FORBIDDEN", "WEB_READ_FAILED") and error.kind.upper() != code:
-            details = {"reason": error.kind, **details}
-        headers = {"Retry-After": str(details["retry_after"])} if "retry_after" in details else {}
-        if error.status >= 500:
-            logger.warning("request failed", extra={"code": error.kind, "reason": error.message})
-        return json_response(error.status, error_body(code, error.message, request_id(app), details), headers)
-
-    app.exception_handler(CitegateError)(respond)
-    app.exception_handler(ValidationError)(lambda error: respond(invalid_request_from(error)))
-    return app
+    return make_resolver("chat")
 
 
 __all__ = [
