@@ -4,10 +4,10 @@ from typing import Any
 
 from citegate.container import services
 from citegate.ingest import steps
-from citegate.observability import logger, tracer
+from citegate.observability import logger, traced
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@traced
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return steps.chunk(services(), event)

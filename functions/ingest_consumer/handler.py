@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from citegate.container import services
 from citegate.ingest.consumer import start_ingestion
-from citegate.observability import logger, tracer
+from citegate.observability import logger, traced
 
 processor = BatchProcessor(event_type=EventType.SQS)
 
@@ -17,7 +17,7 @@ def record_handler(record: SQSRecord) -> str:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@traced
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

@@ -25,8 +25,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from citegate import resources
 from citegate.errors import Conflict, InvalidRequest, NotFound, StorageUnavailable
@@ -43,6 +42,7 @@ from citegate.models.feedback import (
 )
 from citegate.observability import logger
 from citegate.policy.model import InvalidPath, normalize_path
+from citegate.settings import from_environ
 from citegate.store.dynamo import from_item, is_conditional_failure, to_item, utc_now
 
 if TYPE_CHECKING:
@@ -138,12 +138,12 @@ def open_record_id(kind: Kind, tenant_id: str, key: str) -> str:
 # --- the GitHub sink --------------------------------------------------------------------------
 
 
-class GitHubSinkSettings(BaseSettings):
+class GitHubSinkSettings(BaseModel):
     """Read per call (cheap), so a deployment or a test can switch the sink on without a restart.
 
     These belong in citegate.settings.Settings; they live here until that file grows them."""
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     repository: str | None = Field(None, alias="CITEGATE_GITHUB_REPOSITORY")  # "owner/repo"
     token: SecretStr | None = Field(None, alias="CITEGATE_GITHUB_TOKEN")
@@ -515,7 +515,7 @@ class FeedbackService:
         *,
         idempotency_table: str,
         dynamodb_client: Callable[[], Any],
-        sink_settings: Callable[[], GitHubSinkSettings] = GitHubSinkSettings,
+        sink_settings: Callable[[], GitHubSinkSettings] = lambda: from_environ(GitHubSinkSettings),
     ) -> None:
         self.store = store
         self._idempotency_table = idempotency_table

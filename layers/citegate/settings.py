@@ -6,16 +6,30 @@ tests call `reset_settings()` after changing the environment.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+def from_environ(model: type[ModelT], environ: Mapping[str, str] | None = None) -> ModelT:
+    """A settings model from the environment variables named by its fields' aliases.
+
+    Plain pydantic does the parsing (strings to bools, ints, paths, secrets); pydantic-settings
+    would do the same but costs a large share of a handler's import time.
+    """
+    env = os.environ if environ is None else environ
+    aliases = {field.alias for field in model.model_fields.values() if field.alias}
+    return model.model_validate({key: value for key, value in env.items() if key in aliases})
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     # Deployment identity: resource names are derived from this prefix (see resources.py).
     stage: str = Field("local", alias="CITEGATE_STAGE")
@@ -113,7 +127,7 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    return from_environ(Settings)
 
 
 def reset_settings() -> None:

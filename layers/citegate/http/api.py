@@ -27,7 +27,7 @@ from citegate.errors import (
 )
 from citegate.governance import Authorized, authorize, begin_call, current_call, end_call
 from citegate.identity.principal import Principal
-from citegate.observability import logger, metrics, tracer
+from citegate.observability import logger, metrics, traced
 from citegate.policy.model import RequestedScope, WriteAction
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -166,7 +166,7 @@ def http_handler(
     record of the call (a call that cannot be audited answers 503 audit_unavailable)."""
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-    @tracer.capture_lambda_handler
+    @traced
     @metrics.log_metrics
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if not audited:
