@@ -139,7 +139,7 @@ def test_ask_answers_with_resolved_citations(client: TestClient, corpus: str) ->
     first = body["citations"][0]
     assert first["source_name"] == "mars.md" and first["url"] == "https://example.org/mars"
     assert first["path"] == "planets/mars.md" and first["heading"] == "Mars" and first["anchor"] == "mars"
-    assert "Olympus Mons" in first["snippet"]
+    assert "Olympus Mons" in first["snippet"] and "22 km high" in first["snippet"], "the quoted sentence"
 
 
 def test_ask_declines_plainly_when_nothing_answers(client: TestClient, corpus: str) -> None:

@@ -10,6 +10,7 @@ Later routes (Answer API, agent tools, /api/v2/query, chats) reuse this unchange
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from citegate.answering.base import AnswererUnavailable, Draft, Evidence
 from citegate.answering.validate import Bound, bind
-from citegate.citations import citation_for
+from citegate.citations import citation_for, snippet
 from citegate.errors import ModelUnavailable
 from citegate.models.retrieval import Citation
 from citegate.retrieval import Retrieval, Scope, retrieve
@@ -26,6 +27,7 @@ from citegate.search.base import Hit
 if TYPE_CHECKING:
     from citegate.container import Services
 
+_MARKERS = re.compile(r"\s*\[\d+\]")
 NO_ANSWER_TEXT = "I could not find an answer to this question in the knowledge base."
 REASONS = {
     "no_evidence": "No passage in the knowledge base matches this question.",
@@ -138,8 +140,20 @@ def ask(
     if bound.empty:
         return no_answer("invalid_citations", evidence, draft, bound)
     chunks = {e.ref_id: hit.chunk for e, hit in zip(evidence, retrieval.hits, strict=True)}
-    citations = [citation_for(chunks[r]) for r in bound.used_refs]
+    citations = [
+        _with_quoted_snippet(citation_for(chunks[r]), bound, chunks[r].text) for r in bound.used_refs
+    ]
     stats["timings_ms"] = {"total_ms": round((time.perf_counter() - started) * 1000, 2)}
     return AskOutcome(
         bound.answer, bound.used_refs, citations, False, None, None, retrieval, evidence, bound, draft, stats
     )
+
+
+def _with_quoted_snippet(citation: Citation, bound: Bound, chunk_text: str) -> Citation:
+    """Show the sentence the answer quotes from this passage, when the answerer says which one."""
+    flat = " ".join(chunk_text.split())
+    for sentence, refs in bound.support:
+        quoted = " ".join(_MARKERS.sub("", sentence).split())
+        if citation.ref_id in refs and quoted and quoted in flat:
+            return citation.model_copy(update={"snippet": snippet(quoted)})
+    return citation
