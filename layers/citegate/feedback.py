@@ -21,7 +21,6 @@ import json
 import threading
 import time
 import unicodedata
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -770,12 +769,6 @@ class FeedbackService:
         return closed
 
 
-# Until the composition root has `feedback` (see the module docstring of citegate.container), one
-# service per Services instance, built on first use.
-_services_cache: weakref.WeakKeyDictionary[Services, FeedbackService] = weakref.WeakKeyDictionary()
-_services_lock = threading.Lock()
-
-
 def build_feedback_service(s: Services) -> FeedbackService:
     def dynamodb_client() -> Any:
         import boto3
@@ -794,11 +787,5 @@ def build_feedback_service(s: Services) -> FeedbackService:
 
 
 def feedback_service(s: Services) -> FeedbackService:
-    existing = getattr(s, "feedback", None)  # the composition root's, once it has one
-    if isinstance(existing, FeedbackService):
-        return existing
-    with _services_lock:
-        service = _services_cache.get(s)
-        if service is None:
-            service = _services_cache[s] = build_feedback_service(s)
-        return service
+    """The process's feedback service: the composition root builds and keeps it."""
+    return s.feedback

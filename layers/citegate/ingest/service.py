@@ -233,9 +233,7 @@ class IngestionService:
         if request.text is not None:
             data = request.text.encode()
             self._check_size(len(data), inline_limit, "text")
-            return Source(
-                data, request.source_name or "", request.mime_type or _text_mime(request.source_name)
-            )
+            return Source(data, request.source_name or "", request.mime_type)
         if request.base64_file is not None:
             # Reject before decoding: base64 is 4/3 of the decoded size.
             self._check_size(len(request.base64_file) * 3 // 4, inline_limit, "base64_file")
@@ -296,12 +294,3 @@ class IngestionService:
                 f"the document is {size} bytes; the limit for {field} is {limit} bytes",
                 details={"field": field, "size": size, "limit": limit},
             )
-
-
-def _text_mime(source_name: str | None) -> str:
-    name = (source_name or "").lower()
-    if name.endswith((".md", ".markdown")):
-        return "text/markdown"
-    if name.endswith((".html", ".htm")):
-        return "text/html"
-    return "text/plain"

@@ -37,6 +37,7 @@ class PolicyStore:
         self._credentials = credentials
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, Policy | None]] = {}
+        self._all: tuple[float, list[Policy]] | None = None
 
     # -- policies ---------------------------------------------------------------------------
 
@@ -61,12 +62,17 @@ class PolicyStore:
     def put(self, policy: Policy) -> Policy:
         self._policies.put_item(Item=to_item(policy.model_dump()))
         self._cache.pop(policy.principal_key, None)
+        self._all = None
         return policy
 
     def all(self) -> list[Policy]:
-        return sorted(
+        if self._all and time.monotonic() - self._all[0] < self._cache_seconds:
+            return self._all[1]
+        policies = sorted(
             (Policy.model_validate(i) for i in scan_all(self._policies)), key=lambda p: p.principal_key
         )
+        self._all = (time.monotonic(), policies)
+        return policies
 
     def agent_for_iam_arn(self, arn: str) -> Policy | None:
         """The agent an IAM principal acts as. Assumed-role ARNs match their role."""

@@ -62,3 +62,17 @@ def scan_all(table: Any, **kwargs: Any) -> list[dict[str, Any]]:
 def is_conditional_failure(error: Exception) -> bool:
     response = getattr(error, "response", None) or {}
     return bool(response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+
+
+def batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Items by key, 100 per request, retrying what DynamoDB leaves unprocessed. The resource's
+    client returns them deserialised (numbers as Decimal, binary as Binary)."""
+    client = table.meta.client
+    items: list[dict[str, Any]] = []
+    for start in range(0, len(keys), 100):
+        request: dict[str, Any] = {table.name: {"Keys": keys[start : start + 100]}}
+        while request:
+            response = client.batch_get_item(RequestItems=request)
+            items.extend(response.get("Responses", {}).get(table.name, []))
+            request = response.get("UnprocessedKeys") or {}
+    return items

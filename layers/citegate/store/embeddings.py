@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from citegate.embedding.cache import decode_vector, encode_vector
+from citegate.store.dynamo import batch_get
 
 
 class DynamoEmbeddingCache:
@@ -19,22 +20,14 @@ class DynamoEmbeddingCache:
         return f"{model_id}#{key}"
 
     def get_many(self, model_id: str, keys: Sequence[str]) -> dict[str, Any]:
-        client = self._table.meta.client
-        name = self._table.name
-        found: dict[str, Any] = {}
         unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), 100):
-            request: dict[str, Any] = {
-                name: {"Keys": [{"cache_key": self._key(model_id, k)} for k in unique[start : start + 100]]}
-            }
-            while request:
-                response = client.batch_get_item(RequestItems=request)
-                # The resource's client deserialises: binary arrives as Binary, numbers as Decimal.
-                for item in response.get("Responses", {}).get(name, []):
-                    key = str(item["cache_key"]).split("#", 1)[1]
-                    found[key] = decode_vector(bytes(item["vector"]), int(item["dimension"]))
-                request = response.get("UnprocessedKeys") or {}
-        return found
+        items = batch_get(self._table, [{"cache_key": self._key(model_id, k)} for k in unique])
+        return {
+            str(item["cache_key"]).split("#", 1)[1]: decode_vector(
+                bytes(item["vector"]), int(item["dimension"])
+            )
+            for item in items
+        }
 
     def put_many(self, model_id: str, items: Mapping[str, Any]) -> None:
         with self._table.batch_writer(overwrite_by_pkeys=["cache_key"]) as batch:

@@ -5,7 +5,7 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
-from citegate.store.dynamo import from_item, query_all, to_item
+from citegate.store.dynamo import batch_get, from_item, query_all, to_item
 
 
 def doc_key(kb_id: str, document_id: str) -> str:
@@ -34,26 +34,10 @@ class ParentStore:
     def get_many(self, keys: Sequence[tuple[str, str, str]]) -> dict[str, dict[str, Any]]:
         """Parents by (kb_id, document_id, parent_id); the result is keyed by parent_id."""
         unique = list(dict.fromkeys(keys))
-        found: dict[str, dict[str, Any]] = {}
-        resource = self._table.meta.client
-        name = self._table.name
-        for start in range(0, len(unique), 100):
-            request = {
-                name: {
-                    "Keys": [
-                        {"doc_key": doc_key(kb, doc), "parent_id": pid}
-                        for kb, doc, pid in unique[start : start + 100]
-                    ]
-                }
-            }
-            while request:
-                response = resource.batch_get_item(RequestItems=request)
-                # The resource's client returns items already deserialised.
-                for item in response.get("Responses", {}).get(name, []):
-                    plain = from_item(item)
-                    found[plain["parent_id"]] = plain
-                request = response.get("UnprocessedKeys") or {}
-        return found
+        items = batch_get(
+            self._table, [{"doc_key": doc_key(kb, doc), "parent_id": pid} for kb, doc, pid in unique]
+        )
+        return {plain["parent_id"]: plain for plain in (from_item(item) for item in items)}
 
     def delete_document(self, kb_id: str, document_id: str) -> int:
         parents = self.list(kb_id, document_id)
