@@ -15,9 +15,11 @@ from citegate.secrets import secret_value
 from citegate.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from citegate.agents.models import ModelRegistry
     from citegate.answering.base import Answerer
     from citegate.audit import AuditLog
     from citegate.aws import AwsClients
+    from citegate.chats.store import ChatStore
     from citegate.embedding.base import Embedder
     from citegate.feedback import FeedbackService
     from citegate.ingest.service import IngestionService
@@ -218,6 +220,18 @@ class Services:
         from citegate.answering.extractive import ExtractiveAnswerer
 
         return ExtractiveAnswerer()
+
+    @cached_property
+    def chat_models(self) -> ModelRegistry:
+        from citegate.agents.models import ModelRegistry
+
+        return ModelRegistry.from_settings(self.settings)
+
+    @cached_property
+    def chats(self) -> ChatStore:
+        from citegate.chats.store import ChatStore
+
+        return ChatStore(self._table(resources.CHATS))
 
     @cached_property
     def ingestion(self) -> IngestionService:

@@ -75,6 +75,16 @@ FEEDBACK = TableShape("feedback", "record_id", indexes=(IndexShape("by_kind", "k
 # Web search results (1 h) and read pages (6 h; kept 24 h longer for ETag/Last-Modified revalidation).
 WEB_CACHE = TableShape("web_cache", "cache_key", ttl_attribute="expires_at")
 
+# Agent chats (spec 001) and their messages, under their owner: a chat item ("chat#<id>") and its
+# messages ("msg#<id>#<time>#<message id>") share the owner's partition, so another caller's chat
+# is simply not found; the recency index lists an owner's chats by last update.
+CHATS = TableShape(
+    "chats",
+    "owner_key",
+    "sk",
+    indexes=(IndexShape("by_updated", "owner_key", "updated_sk"),),
+)
+
 TABLES: tuple[TableShape, ...] = (
     KBS,
     DOCUMENTS,
@@ -89,6 +99,7 @@ TABLES: tuple[TableShape, ...] = (
     IDEMPOTENCY,
     FEEDBACK,
     WEB_CACHE,
+    CHATS,
 )
 AUDIT_TTL_DAYS = 400
 TASK_TTL_DAYS = 30

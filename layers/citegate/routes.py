@@ -71,6 +71,16 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("GET", "/admin/feedback", "admin_feedback_list", "admin"),
     Route("POST", "/admin/feedback/{record_id}/close", "admin_feedback_close", "admin"),
+    # Spec 003: the dual-agent query, streamed as server-sent events.
+    Route("POST", "/api/v2/query", "query_v2", "query_v2", streaming=True),
+    # Spec 001: agent chats with model switching (owner-only), and the models a caller may pick.
+    Route("POST", "/api/v1/agent/chats", "agent_chat_create", "chat"),
+    Route("GET", "/api/v1/agent/chats", "agent_chat_list", "chat"),
+    Route("GET", "/api/v1/agent/chats/{chat_id}", "agent_chat_get", "chat"),
+    Route("PATCH", "/api/v1/agent/chats/{chat_id}", "agent_chat_update", "chat"),
+    Route("DELETE", "/api/v1/agent/chats/{chat_id}", "agent_chat_delete", "chat"),
+    Route("POST", "/api/v1/agent/chats/{chat_id}/messages", "agent_chat_message", "chat", streaming=True),
+    Route("GET", "/api/v1/agent/models", "agent_models_list", "chat"),
     # Spec 001: web search and reading (JINA-compatible shapes, section 3.2).
     Route("POST", "/api/v1/web/search", "web_search", "web_search"),
     Route("POST", "/api/v1/web/read", "web_read", "web_read"),

@@ -79,6 +79,9 @@ class Settings(BaseModel):
     web_page_cache_seconds: int = Field(6 * 3600, alias="CITEGATE_WEB_PAGE_CACHE_SECONDS")
     web_max_timeout_seconds: float = Field(25.0, alias="CITEGATE_WEB_MAX_TIMEOUT")
     web_allow_loopback: bool = Field(False, alias="CITEGATE_WEB_ALLOW_LOOPBACK")
+    # Chromium for wait_for_selector (never downloaded). Unset: the local runtime looks for
+    # /usr/bin/chromium; "none" turns it off; without one such reads answer WEB_READ_FAILED.
+    web_browser_path: str | None = Field(None, alias="CITEGATE_WEB_BROWSER")
 
     # Local state (spec 004's variable) and the local gateway's port (spec 004's port).
     data_root: Path = Field(Path(".data"), alias="RAG_DATA_ROOT")
@@ -115,6 +118,14 @@ class Settings(BaseModel):
     llm_api_key: SecretStr | None = Field(None, alias="CITEGATE_LLM_API_KEY")
     llm_model: str | None = Field(None, alias="CITEGATE_LLM_MODEL")
     llm_timeout_seconds: float = Field(30.0, alias="CITEGATE_LLM_TIMEOUT")
+
+    # Agents (spec 003's /api/v2/query, spec 001's chats). Chat models a caller may pick by id:
+    # a JSON list of {"id", "model", "base_url", "api_key_secret_arn"?, "label"?, "tools"?}; the
+    # offline model ("citegate-offline") is always there, and the llm_* model when one is set.
+    chat_models: str | None = Field(None, alias="CITEGATE_CHAT_MODELS")
+    default_chat_model: str | None = Field(None, alias="CITEGATE_DEFAULT_CHAT_MODEL")
+    agent_max_retrieval_rounds: int = Field(3, ge=1, le=5, alias="CITEGATE_AGENT_MAX_ROUNDS")
+    chat_history_tokens: int = Field(3000, ge=0, alias="CITEGATE_CHAT_HISTORY_TOKENS")
 
     @property
     def local_runtime(self) -> bool:

@@ -82,6 +82,69 @@ def _reply(model: str, prompt: str) -> tuple[int, Any]:
     }
 
 
+AGENT_STREAM = ["Olympus Mons rises about 22 km ", "[", "1", "] and is very old [9", "9].", " Done."]
+
+
+def _agent_reply(body: dict[str, Any]) -> tuple[int, Any] | None:
+    """Spec 003's agents: tool calls (`agent-tools`) and streamed summaries (`agent-*`).
+
+    agent-tools        asks for two retrieve_knowledge calls, then stops; streams a summary
+                       whose [99] marker (split across chunks) points at no document
+    agent-stream-dies  calls no tool; its stream breaks after the first chunk
+    """
+    model = str(body.get("model", ""))
+    if not model.startswith("agent-"):
+        return None
+    if body.get("tools"):
+        done = any(m.get("role") == "tool" for m in body.get("messages", []))
+        calls = (
+            []
+            if done or model != "agent-tools"
+            else [
+                {
+                    "id": f"call_{n}",
+                    "type": "function",
+                    "function": {
+                        "name": "retrieve_knowledge",
+                        "arguments": json.dumps({"query": q, "top_k": 3}),
+                    },
+                }
+                for n, q in enumerate(["Olympus Mons height", "Mars volcano"])
+            ]
+        )
+        message = {"role": "assistant", "content": "" if calls else "enough", "tool_calls": calls or None}
+        return 200, {
+            "id": "chatcmpl-agent",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        }
+    return 200, {"stream": AGENT_STREAM if model == "agent-tools" else AGENT_STREAM[:1], "model": model}
+
+
+def _stream(handler: BaseHTTPRequestHandler, model: str, pieces: list[str], dies: bool) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.end_headers()
+    for piece in pieces:
+        chunk = {
+            "id": "chatcmpl-agent",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+        }
+        handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        handler.wfile.flush()
+    if dies:
+        handler.wfile.write(b"data: {not json\n\n")
+        handler.wfile.flush()
+        handler.close_connection = True
+        return
+    handler.wfile.write(b"data: [DONE]\n\n")
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: FakeOpenAIServer  # type: ignore[assignment]
 
@@ -91,8 +154,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         self.server.requests.append(body)
-        prompt = "\n".join(m.get("content", "") for m in body.get("messages", []))
-        status, payload = _reply(body.get("model", ""), prompt)
+        prompt = "\n".join(m.get("content") or "" for m in body.get("messages", []))
+        agent = _agent_reply(body)
+        if agent is not None and body.get("stream"):
+            pieces = agent[1]["stream"]
+            _stream(self, agent[1]["model"], pieces, dies=agent[1]["model"] == "agent-stream-dies")
+            return
+        status, payload = agent if agent is not None else _reply(body.get("model", ""), prompt)
         data = json.dumps(payload).encode()
         try:
             self.send_response(status)

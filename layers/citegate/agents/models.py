@@ -1,0 +1,221 @@
+"""The chat models a caller may pick, and one client for any OpenAI-compatible one.
+
+The offline model (`citegate-offline`) is always available: it answers extractively from the
+knowledge base and has no knowledge of its own. Models configured in `CITEGATE_CHAT_MODELS` (and
+the answering model of `CITEGATE_LLM_*`, when set) are reached over the OpenAI chat API, with tool
+calling for the retrieval agent and token streaming for the summary. An id that is not in the
+registry is refused with MODEL_NOT_AVAILABLE (400) before any work starts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from citegate.errors import InvalidRequest, ModelUnavailable
+
+if TYPE_CHECKING:
+    from citegate.settings import Settings
+
+OFFLINE_MODEL_ID = "citegate-offline"
+
+
+class ModelNotAvailable(InvalidRequest):
+    kind = "model_not_available"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    label: str
+    model: str = ""  # the name the endpoint knows it by
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    api_key_secret_arn: str | None = None
+    tools: bool = True  # whether the endpoint supports tool calling
+
+    @property
+    def offline(self) -> bool:
+        return self.base_url is None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "label": self.label,
+            "offline": self.offline,
+            "tool_calling": (not self.offline) and self.tools,
+            # Only a real language model has knowledge of its own to fall back on.
+            "model_knowledge": not self.offline,
+        }
+
+
+OFFLINE = ModelSpec(OFFLINE_MODEL_ID, "citegate offline (extractive, cited, no model knowledge)")
+
+
+class ModelRegistry:
+    def __init__(self, specs: Sequence[ModelSpec], default_id: str | None = None) -> None:
+        self._specs = {spec.id: spec for spec in specs}
+        if OFFLINE_MODEL_ID not in self._specs:
+            self._specs[OFFLINE_MODEL_ID] = OFFLINE
+        if default_id is not None and default_id not in self._specs:
+            raise ValueError(f"the default chat model {default_id!r} is not configured")
+        online = [spec.id for spec in specs if not spec.offline]
+        self.default_id = default_id or (online[0] if online else OFFLINE_MODEL_ID)
+        self._clients: dict[str, ChatModel] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ModelRegistry:
+        specs: list[ModelSpec] = []
+        if settings.llm_base_url and settings.llm_model:
+            specs.append(
+                ModelSpec(
+                    id=settings.llm_model,
+                    label=settings.llm_model,
+                    model=settings.llm_model,
+                    base_url=settings.llm_base_url,
+                    api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+                    api_key_secret_arn=settings.llm_api_key_secret_arn,
+                )
+            )
+        if settings.chat_models:
+            try:
+                entries = json.loads(settings.chat_models)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"CITEGATE_CHAT_MODELS is not JSON: {error}") from error
+            for entry in entries:
+                specs.append(
+                    ModelSpec(
+                        id=str(entry["id"]),
+                        label=str(entry.get("label") or entry["id"]),
+                        model=str(entry.get("model") or entry["id"]),
+                        base_url=str(entry["base_url"]),
+                        api_key=entry.get("api_key"),
+                        api_key_secret_arn=entry.get("api_key_secret_arn"),
+                        tools=bool(entry.get("tools", True)),
+                    )
+                )
+        return cls(specs, settings.default_chat_model)
+
+    def models(self) -> list[ModelSpec]:
+        return list(self._specs.values())
+
+    def get(self, model_id: str | None) -> ModelSpec:
+        spec = self._specs.get(model_id or self.default_id)
+        if spec is None:
+            raise ModelNotAvailable(
+                f"model {model_id!r} is not available",
+                details={"model_id": model_id, "available": sorted(self._specs)},
+            )
+        return spec
+
+    def client(self, spec: ModelSpec, timeout: float) -> ChatModel:
+        with self._lock:
+            client = self._clients.get(spec.id)
+            if client is None:
+                client = self._clients[spec.id] = ChatModel(spec, timeout)
+            return client
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Reply:
+    content: str
+    tool_calls: list[ToolCall]
+
+
+class ChatModel:
+    """An OpenAI-compatible chat endpoint. Every transport failure is ModelUnavailable: callers
+    never invent an answer when the model is down."""
+
+    def __init__(self, spec: ModelSpec, timeout: float) -> None:
+        self.spec = spec
+        self._timeout = timeout
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _openai(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import openai
+
+                from citegate.secrets import secret_value
+
+                key = self.spec.api_key or secret_value(None, self.spec.api_key_secret_arn)
+                self._client = openai.OpenAI(
+                    base_url=self.spec.base_url,
+                    api_key=key or "not-needed",
+                    timeout=self._timeout,
+                    max_retries=1,
+                )
+            return self._client
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float = 0.3,
+    ) -> Reply:
+        import openai
+
+        try:
+            completion = self._openai().chat.completions.create(
+                model=self.spec.model,
+                messages=messages,
+                temperature=temperature,
+                **({"tools": tools} if tools else {}),
+            )
+        except openai.OpenAIError as error:
+            raise ModelUnavailable(_why(error), details={"model_id": self.spec.id}) from error
+        message = completion.choices[0].message if completion.choices else None
+        calls = []
+        for call in (message.tool_calls if message else None) or []:
+            try:
+                arguments = json.loads(call.function.arguments or "{}")
+            except json.JSONDecodeError:
+                arguments = {}
+            calls.append(
+                ToolCall(call.id, call.function.name, arguments if isinstance(arguments, dict) else {})
+            )
+        return Reply(content=(message.content if message else None) or "", tool_calls=calls)
+
+    def stream(self, messages: list[dict[str, Any]], *, temperature: float = 0.3) -> Iterator[str]:
+        """The reply's text as it is generated, delta by delta (never the accumulated text)."""
+        import httpx
+        import openai
+
+        try:
+            chunks = self._openai().chat.completions.create(
+                model=self.spec.model, messages=messages, temperature=temperature, stream=True
+            )
+            for chunk in chunks:
+                delta = chunk.choices[0].delta.content if chunk.choices else None
+                if delta:
+                    yield delta
+        # A stream can also break after it started: a dropped connection or a garbled chunk.
+        except (openai.OpenAIError, httpx.HTTPError, ValueError) as error:
+            raise ModelUnavailable(_why(error), details={"model_id": self.spec.id}) from error
+
+
+def _why(error: Exception) -> str:
+    import openai
+
+    if isinstance(error, openai.APIStatusError):
+        return f"the model answered HTTP {error.status_code}"
+    if isinstance(error, openai.APITimeoutError):
+        return "the model did not answer in time"
+    if isinstance(error, openai.APIConnectionError):
+        return "the model is unreachable"
+    if isinstance(error, openai.OpenAIError):
+        return f"the model refused the request: {type(error).__name__}"
+    return f"the model's reply broke off: {type(error).__name__}"
