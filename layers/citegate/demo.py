@@ -2,7 +2,8 @@
 
 Starts the local stack (unless one already answers on the port), creates a knowledge base,
 ingests the sample corpus, asks one answerable and one unanswerable question, and prints the
-answers with their resolved citations.
+answers with their resolved citations; then asks spec 003's dual agent in Chinese and prints its
+stream (searches, the summary as it arrives, the references).
 """
 
 from __future__ import annotations
@@ -69,6 +70,45 @@ def _print_answer(question: str, body: dict[str, Any]) -> None:
         print(f"   [{number}] {where}: “{citation['snippet'][:160]}”")
 
 
+AGENT_QUESTION = "明长城的总长度是多少？"
+
+
+def _stream_agents(client: httpx.Client, question: str) -> None:
+    """Spec 003's dual agent, printed as its events arrive (GET the stream, line by line)."""
+    import json
+
+    print(f"\nQ (/api/v2/query, streamed): {question}")
+    with client.stream("POST", "/api/v2/query", json={"query": question}) as response:
+        response.raise_for_status()
+        at_line_start = True
+        for line in response.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[len("data: ") :])
+            kind = event["message_type"]
+            if kind != 1 and not at_line_start:
+                print()
+                at_line_start = True
+            if kind == 201:
+                print(f"  [status] {event['content']}")
+            elif kind == 301:
+                print(f"  [search] {event['arguments']['query']!r}", end="")
+                at_line_start = False
+            elif kind == 302:
+                print(f"  -> {len(event['result']['results'])} passages")
+                at_line_start = True
+            elif kind == 1:
+                if at_line_start:
+                    print("  A: ", end="")
+                print(event["content"], end="", flush=True)
+                at_line_start = False
+            elif kind == 204:
+                for ref in event["content"][:3]:
+                    print(f"     [{ref['id']}] {ref['source']}: “{ref['content_preview'][:60]}”")
+            elif kind == 22:
+                print(f"  [error] {event['content']}")
+
+
 def run_demo(port: int | None = None) -> int:
     port = port or int(os.environ.get("PORT", "8099"))
     url = f"http://127.0.0.1:{port}"
@@ -106,6 +146,7 @@ def run_demo(port: int | None = None) -> int:
                 response = client.post(f"/v1/kb/{KB_ID}/ask", json={"question": question})
                 response.raise_for_status()
                 _print_answer(question, response.json())
+            _stream_agents(client, AGENT_QUESTION)
     finally:
         if server is not None:
             server.terminate()

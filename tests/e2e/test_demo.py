@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.e2e.conftest import ROOT, _free_port
 
 
-def test_the_demo_answers_one_question_with_citations_and_declines_the_other(tmp_path: Path) -> None:
+def test_the_demo_answers_with_citations_declines_and_streams_the_agents(tmp_path: Path) -> None:
     env = {
         **os.environ,
         "RAG_DATA_ROOT": str(tmp_path / "data"),
@@ -33,4 +33,7 @@ def test_the_demo_answers_one_question_with_citations_and_declines_the_other(tmp
         "Q: What is the boiling point of tungsten?"
     )
     assert "22 kilometres" in answered and "[1] solar-system.md" in answered, out
+    declined, agents = declined.split("Q (/api/v2/query, streamed):")
     assert "(no answer)" in declined and "reason:" in declined, out
+    assert agents.count("[search]") >= 2 and "双智能体正在工作" in agents, out
+    assert "[1] " in agents and "A: " in agents, out
