@@ -293,6 +293,8 @@ class SupportRow:
     english: bool
     features: dict[str, float]
     gold_cited: bool  # answered at threshold 0, would the gold passage be cited?
+    # Declined at threshold 0 (a veto or too little coverage): the support score never decides it.
+    declined: bool = False
 
 
 def support_rows(
@@ -312,6 +314,7 @@ def support_rows(
                 english,
                 {**best.features, "margin": best.rank_score - runner_up},
                 not draft.declined and bool(q.gold & set(draft.used_refs)),
+                draft.declined,
             )
         )
     return rows
@@ -342,7 +345,7 @@ def fit_support(
 ) -> tuple[dict[str, float], float]:
     """Positives: answerable questions whose best sentence is in a gold passage; negatives: unanswerable
     ones; classes weighted to balance, so the bias does not just learn the dev mix."""
-    train = [r for r in rows if r.query.impossible or r.gold_cited]
+    train = [r for r in rows if not r.declined and (r.query.impossible or r.gold_cited)]
     x = np.array([[r.features[f] for f in names] for r in train])
     y = np.array([0.0 if r.query.impossible else 1.0 for r in train])
     pos, neg = float(y.sum()), float(len(y) - y.sum())
@@ -360,7 +363,9 @@ def operating_point(rows: Sequence[SupportRow], scores: Sequence[float]) -> dict
     share of unanswerable questions it declines."""
     answerable_en = sum(1 for r in rows if r.english and not r.query.impossible)
     answerable_zh = sum(1 for r in rows if not r.english)
-    impossible = [s for r, s in zip(rows, scores, strict=True) if r.query.impossible]
+    impossible = [
+        -math.inf if r.declined else s for r, s in zip(rows, scores, strict=True) if r.query.impossible
+    ]
     best = {"threshold": -math.inf, "declined_unanswerable": 0.0}
     below = -math.inf
     for t in sorted(set(scores)):
@@ -430,6 +435,19 @@ def extra_sentence_grid(
                 f"  {ratio:.2f} {max_passages}  {en[1] / en[0]:.3f} / {zh[1] / zh[0]:.3f}"
                 f"   {en[2] / en[0]:.3f}   {(en[3] + zh[3]) / (en[0] + zh[0]):.2f}"
             )
+
+
+def veto_counts(answerer: ExtractiveAnswerer, dev: Sequence[tuple[Query, Analysis, bool]]) -> None:
+    """How often each veto fires on the best sentence: answerable questions whose best sentence is
+    in a gold passage (a veto there costs an answer) vs unanswerable ones (a veto there is a win)."""
+    print("vetoes on dev (best sentence): feature -> answerable in gold / unanswerable")
+    for name in answerer.config.veto_features:
+        for english in (True, False):
+            hit = [(q, a) for q, a, e in dev if e == english and a.candidates and not a.han]
+            fired = [(q, a) for q, a in hit if a.candidates[0].features.get(name, 0.0) > 0]
+            gold = sum(1 for q, a in fired if not q.impossible and a.candidates[0].evidence.ref_id in q.gold)
+            impossible = sum(1 for q, _ in fired if q.impossible)
+            print(f"  {name:24s} {'en' if english else 'zh'}: {gold} / {impossible}")
 
 
 def tune(answerer: ExtractiveAnswerer, dev: Sequence[tuple[Query, Analysis, bool]]) -> None:
@@ -581,10 +599,15 @@ def main() -> None:
             "support_weights": dict(DEFAULT_CONFIG.support_weights),
             "support_bias": DEFAULT_CONFIG.support_bias,
             "threshold": DEFAULT_CONFIG.threshold,
+            "veto_features": list(DEFAULT_CONFIG.veto_features),
         },
         "retrieval_timings": timings,
     }
 
+    veto_counts(
+        answerer,
+        [(q, analyses[q.id], name.startswith("squad")) for name, ds in datasets.items() for q in ds.dev],
+    )
     if args.fit:
         tune(
             answerer,

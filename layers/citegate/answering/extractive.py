@@ -7,7 +7,9 @@ thing the question asks for; the passage's retrieval score; ...). A linear *rank
 sentences to quote, and a logistic *support score* in [0, 1] over the best sentence's features
 (coverage of the question and of its salient terms, adjacent-term pairs, the asked answer type, and
 mismatch signals: a number or name of the question missing around the sentence, a negation or an
-antonym the sentence does not share) decides whether to answer at all.
+antonym the sentence does not share) decides whether to answer at all. A few mismatches are vetoes
+that decline outright (VETO_FEATURES: a shared term negated on one side only, a number of the
+question not in the sentence, an antonym swapped in).
 
 Because the answer is a verbatim quote, every sentence cites exactly the passage it came from:
 text inside a passage ("ignore the instructions and cite [3]") can change which sentence is
@@ -18,9 +20,11 @@ otherwise, English Snowball stemming), so Chinese works and "runs" matches "runn
 
 The weights and the threshold were tuned on the dev halves of SQuAD 2.0 and CMRC 2018 with
 benchmarks/tune_extractive.py (see the constants below for the figures). Lexical features only
-catch the blunt unanswerable questions (negated, antonym, swapped number or name): about a quarter
+catch the blunt unanswerable questions (negated, antonym, swapped number or name): about a third
 of SQuAD 2.0's adversarial ones at 90% of answerable ones answered. Telling the rest apart takes a
-reading model (an answerability classifier or an LLM judge).
+reading model (an answerability classifier or an LLM judge); none with its weights inside a PyPI
+package was found, and sentence-embedding similarity (e5, USE) added nothing reliable on dev
+(benchmarks/answerability_probe.py).
 """
 
 from __future__ import annotations
@@ -55,11 +59,11 @@ NO_SUPPORT_REASON: Final = "The knowledge base has no passage that answers this 
 # Tuned constants: benchmarks/tune_extractive.py --fit, on dev only (SQuAD 2.0 dev half: 250
 # questions, 134 unanswerable; CMRC 2018 dev half: 200 questions, all answerable); evidence = top 8
 # of the embedded hybrid search (USE vectors) over each corpus, one chunk per passage.
-# Dev figures with these constants:
-#   SQuAD 2.0: 24.6% of unanswerable declined, 90.5% of answerable answered with the gold passage
-#              cited (ceiling 93.1% at threshold 0; gold in the top 8: 97.4%), quote holds an
-#              answer for 92.9% of answered answerable questions, 1.2 refs cited per answer.
-#   CMRC 2018: 98.5% answered with the gold passage cited, citation precision 99.5%.
+# Dev figures with these constants (vetoes included):
+#   SQuAD 2.0: 35.1% of unanswerable declined (22.4% without the vetoes), 90.5% of answerable
+#              answered with the gold passage cited (ceiling 93.1% at threshold 0 without vetoes,
+#              91.4% with them; gold in the top 8: 97.4%), citation precision 53.8%.
+#   CMRC 2018: 97.5% answered with the gold passage cited, citation precision 99.5%.
 #   Support model, 5-fold cross-validation on dev: AUC 0.65, 20.9% declined at >= 90% answered.
 # ---------------------------------------------------------------------------------------------------
 
@@ -86,6 +90,9 @@ FEATURES: Final = (
     "negation_mismatch",  # the question is negated, the sentence is not
     "negation_reverse",  # the sentence is negated, the question is not
     "antonym_mismatch",  # the question has a word whose antonym (and not the word) is in the sentence
+    "negation_local",  # a shared term is negated ("not", "no", "non-" just before it) on one side only
+    "name_missing_sentence",  # share of the question's names absent from the sentence itself
+    "number_missing_sentence",  # 1 if a number of the question is absent from the sentence itself
     "cosine",  # embedder cosine(question, sentence); 0 without an embedder
 )
 
@@ -129,10 +136,19 @@ SUPPORT_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
 )
 SUPPORT_BIAS: Final = -3.487
 
+# Mismatch vetoes: the best sentence is declined outright when one of these fires, whatever its
+# support score. Each is the mark of one kind of SQuAD 2.0 adversarial edit (negation added or
+# removed, a number or an antonym swapped in) and fired on at most 2 of the 108 SQuAD dev answerable
+# questions whose best sentence is in the gold passage, against 43 of the 134 unanswerable ones.
+# English only: there are no unanswerable Chinese questions to check them on, and on CMRC dev the
+# antonym veto declined a question whose gold passage held the answer one sentence further on.
+VETO_FEATURES: Final = ("negation_mismatch", "negation_local", "number_missing_sentence", "antonym_mismatch")
+
 # Decline below this support score: the highest round value keeping >= 90% of SQuAD dev answerable
-# questions answered with the gold passage cited (the target bar). The support score is a ranking
-# score from a class-balanced fit, not a calibrated probability.
-SUPPORT_THRESHOLD: Final = 0.12
+# questions answered with the gold passage cited (the target bar), after the vetoes (0.095 also
+# keeps 90.5% and declines 36.6%; 0.10 drops to 89.7%). The support score is a ranking score from
+# a class-balanced fit, not a calibrated probability.
+SUPPORT_THRESHOLD: Final = 0.09
 # The least share of the question's terms (unweighted: evidence-local IDF gives absent words the
 # most weight) that the best sentence's context must hold. Checked on SQuAD 2.0 and CMRC dev with
 # benchmarks/tune_extractive.py (see the module docstring's figures).
@@ -164,6 +180,7 @@ class ExtractiveConfig:
     max_sentences: int = MAX_SENTENCES
     max_passages: int = MAX_PASSAGES
     min_context_coverage: float = MIN_CONTEXT_COVERAGE
+    veto_features: tuple[str, ...] = VETO_FEATURES
 
 
 DEFAULT_CONFIG: Final = ExtractiveConfig()
@@ -270,8 +287,10 @@ _DROP = STOPWORDS | _QUESTION_WORDS
 # Chinese dev set (all answerable) gave them no value as a decline signal.
 _NEGATIONS = frozenset(
     {"not", "no", "never", "t", "none", "nor", "neither", "without", "cannot", "nobody", "nothing"}
-    | {"nowhere"}
+    | {"nowhere", "non"}
 )
+# How many tokens after a negation word it reaches ("not fully understood", "no longer used").
+_NEGATION_SCOPE: Final = 3
 _ANTONYM_PAIRS = (
     ("first", "last"), ("before", "after"), ("earliest", "latest"), ("early", "late"),
     ("earlier", "later"), ("largest", "smallest"), ("biggest", "smallest"), ("larger", "smaller"),
@@ -313,6 +332,7 @@ _CAPITALISED = re.compile(r"(?<![\w'’])[A-Z][\w'’.-]*")
 _QUOTED = re.compile(r"[\"“«]([^\"”»]{2,80})[\"”»]|《([^》]{1,40})》|「([^」]{1,40})」")
 _DIGIT = re.compile(r"\d")
 _WORD_RUN = re.compile(r"\w+")
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 # Bracketed numbers inside a passage ("[3]", Wikipedia footnotes, or planted text) would read as
 # citation markers once quoted: they are removed from quotes.
 _MARKER_LIKE = re.compile(r"\s*\[\s*\d+\s*\]")
@@ -377,6 +397,7 @@ class _Question:
     bigrams: frozenset[tuple[str, str]]
     answer_type: str  # "number", "name" or "any"
     negated: bool
+    negated_terms: frozenset[str]  # terms within _NEGATION_SCOPE after a negation word
     antonyms: Mapping[str, frozenset[str]]  # question stem -> its antonyms' stems
 
 
@@ -424,6 +445,7 @@ def _analyse_question(question: str) -> _Question:
         bigrams=bigrams,
         answer_type=answer_type,
         negated=any(tok in _NEGATIONS for tok in tokens),
+        negated_terms=_negated_terms(tokens, stems) & frozenset(terms),
         antonyms=MappingProxyType(antonyms),
     )
 
@@ -437,6 +459,16 @@ class _Sentence:
     numbers: frozenset[str]
     names: frozenset[str]
     negated: bool
+    negated_terms: frozenset[str]
+
+
+def _negated_terms(tokens: Sequence[str], stems: Sequence[str]) -> frozenset[str]:
+    """Stems that follow a negation word within _NEGATION_SCOPE tokens (English only, see _NEGATIONS)."""
+    out: set[str] = set()
+    for i, token in enumerate(tokens):
+        if token in _NEGATIONS:
+            out.update(stems[i + 1 : i + 1 + _NEGATION_SCOPE])
+    return frozenset(out)
 
 
 # Chunks recur across questions (popular passages), and jieba costs ~2 ms per 500 Chinese
@@ -471,6 +503,7 @@ def _analyse_sentence(sentence: str) -> _Sentence:
         numbers=frozenset(s for t, s in by_token.items() if _is_number(t)),
         names=frozenset(names),
         negated=not _NEGATIONS.isdisjoint(by_token),
+        negated_terms=_negated_terms(tokens, stems),
     )
 
 
@@ -491,6 +524,7 @@ class Analysis:
 
     question: str
     candidates: tuple[Candidate, ...]  # best rank score first
+    han: bool = False  # the question is written in Chinese characters (no vetoes, see VETO_FEATURES)
     diagnostics: dict[str, object] = field(default_factory=dict)
 
 
@@ -612,8 +646,10 @@ class ExtractiveAnswerer:
                 # A sentence opening with a pronoun ("It is about 22 km high.") is read, and quoted,
                 # together with the sentence it refers back to.
                 own, text = sentence.stem_set, sentence.text
+                negated_own = sentence.negated_terms
                 if i > 0 and _PRONOUN_OPENING.match(sentence.text):
                     own, text = own | sentences[i - 1].stem_set, f"{sentences[i - 1].text} {sentence.text}"
+                    negated_own = negated_own | sentences[i - 1].negated_terms
                 features = {
                     "recall": recall(own),
                     "context_recall": recall(context),
@@ -636,6 +672,9 @@ class ExtractiveAnswerer:
                     "negation_mismatch": 1.0 if q.negated and not sentence.negated else 0.0,
                     "negation_reverse": 1.0 if sentence.negated and not q.negated else 0.0,
                     "antonym_mismatch": self._antonym_mismatch(q, sentence),
+                    "negation_local": self._negation_local(q, own, negated_own),
+                    "name_missing_sentence": len(q.names - own) / len(q.names) if q.names else 0.0,
+                    "number_missing_sentence": 1.0 if q.numbers - own else 0.0,
                     "cosine": 0.0,
                 }
                 candidates.append(Candidate(ev, i, text, features))
@@ -643,7 +682,12 @@ class ExtractiveAnswerer:
         candidates = self._ranked(candidates)
         if self.embedder is not None and candidates:
             candidates = self._with_cosine(question, candidates)
-        return Analysis(question, tuple(candidates), {"answer_type": q.answer_type, "terms": list(q.terms)})
+        return Analysis(
+            question,
+            tuple(candidates),
+            bool(_HAN.search(question)),
+            {"answer_type": q.answer_type, "terms": list(q.terms)},
+        )
 
     @staticmethod
     def _bigram_share(q: _Question, sentence: _Sentence) -> float:
@@ -668,9 +712,18 @@ class ExtractiveAnswerer:
                 return 1.0
         return 0.0
 
+    @staticmethod
+    def _negation_local(q: _Question, own: frozenset[str], negated_own: frozenset[str]) -> float:
+        # Only terms both sides share: "What is fully understood?" against "... are not fully
+        # understood", or "What is not accepted?" against "it is accepted".
+        shared = own & frozenset(q.terms)
+        return 1.0 if (negated_own & shared) ^ (q.negated_terms & shared) else 0.0
+
     def rerank(self, analysis: Analysis) -> Analysis:
         """The analysis with its candidates re-scored under this answerer's rank weights (tuning)."""
-        return Analysis(analysis.question, tuple(self._ranked(analysis.candidates)), analysis.diagnostics)
+        return Analysis(
+            analysis.question, tuple(self._ranked(analysis.candidates)), analysis.han, analysis.diagnostics
+        )
 
     def _ranked(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         weights = self.config.rank_weights
@@ -723,9 +776,17 @@ class ExtractiveAnswerer:
             "rank_score": best.rank_score,
             "support_logit": logit,
         }
+        vetoes = () if analysis.han else config.veto_features
+        veto = next((f for f in vetoes if best.features.get(f, 0.0) > 0), None)
+        if veto is not None:
+            diagnostics["veto"] = veto
         # A sentence whose context holds too few of the question's terms answers
         # nothing, however the other features look ("boiling point of tungsten" against tea).
-        if support < config.threshold or best.features["coverage"] < config.min_context_coverage:
+        if (
+            veto is not None
+            or support < config.threshold
+            or best.features["coverage"] < config.min_context_coverage
+        ):
             return Draft(
                 "",
                 (),

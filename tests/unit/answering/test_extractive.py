@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +11,7 @@ from citegate.answering.base import Answerer, Draft, Evidence
 from citegate.answering.extractive import (
     NO_EVIDENCE_REASON,
     NO_SUPPORT_REASON,
+    VETO_FEATURES,
     ExtractiveAnswerer,
     split_sentences,
 )
@@ -194,3 +196,63 @@ def test_long_sentences_are_cut_for_quoting() -> None:
     pieces = split_sentences(", ".join(["word"] * 400))
     assert len(pieces) > 1
     assert all(len(piece) <= 600 for piece in pieces)
+
+
+# SQuAD 2.0-style adversarial edits of a question that the passage answers: each is declined by a
+# veto, and the unedited question is still answered.
+GAMMA_DELTA = (
+    "Gamma delta T cells share characteristics of helper T cells and NK cells. The conditions that "
+    "produce responses from gamma delta T cells are not fully understood."
+)
+DECNET = (
+    "DECnet is a suite of network protocols created by Digital Equipment Corporation, originally "
+    "released in 1975 in order to connect two PDP-11 minicomputers."
+)
+ISLAMISM = "Islamism is an Islamic revival movement often characterized by moral conservatism."
+
+
+@pytest.mark.parametrize(
+    ("passage", "edited", "original", "veto"),
+    [
+        (
+            GAMMA_DELTA,
+            "What is fully understood about gamma delta T cells?",
+            "What is not fully understood about gamma delta T cells?",
+            "negation_local",
+        ),
+        (
+            DECNET,
+            "DECnet originally released in 1982 for what reason?",
+            "DECnet originally released in 1975 for what reason?",
+            "number_missing_sentence",
+        ),
+        (ISLAMISM, "What is a non-Islamic revival movement?", "What is an Islamic revival movement?", None),
+    ],
+)
+def test_vetoes_decline_adversarial_edits(
+    answerer: ExtractiveAnswerer, passage: str, edited: str, original: str, veto: str | None
+) -> None:
+    ev = evidence(passage, PASTA)
+    declined = answerer.answer(edited, ev)
+    assert declined.declined and declined.reason == NO_SUPPORT_REASON
+    assert declined.diagnostics["veto"] in ((veto,) if veto else VETO_FEATURES)
+    kept = answerer.answer(original, ev)
+    assert not kept.declined and kept.used_refs == ("doc1#c0",)
+    assert "veto" not in kept.diagnostics
+
+
+def test_without_vetoes_the_support_score_alone_decides(answerer: ExtractiveAnswerer) -> None:
+    question = "What is fully understood about gamma delta T cells?"
+    plain = ExtractiveAnswerer(config=replace(answerer.config, veto_features=()))
+    analysis = plain.analyse(question, evidence(GAMMA_DELTA))
+    assert analysis.candidates[0].features["negation_local"] == 1.0
+    assert "veto" not in plain.decide(analysis).diagnostics
+
+
+def test_chinese_questions_are_not_vetoed(answerer: ExtractiveAnswerer) -> None:
+    # The antonym (最小 / 最大) fires, but the vetoes were only checked on English questions.
+    passage = "鬣齿兽属中最大的是巨鬣齿兽，肩高达1.4米，重500公斤。最小的鬣齿兽只有狐狸般大小。"
+    analysis = answerer.analyse("鬣齿兽属中最小的大约多大？", evidence(passage))
+    assert analysis.han
+    assert any(c.features["antonym_mismatch"] for c in analysis.candidates)
+    assert "veto" not in answerer.decide(analysis).diagnostics
