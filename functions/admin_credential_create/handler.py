@@ -2,13 +2,14 @@
 
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.admin import CredentialRequest
 
 app = make_resolver()
 
 
 @app.post("/admin/agents/<agent_id>/credentials")
 def issue(agent_id: str):  # type: ignore[no-untyped-def]
+    from citegate.models.admin import CredentialRequest
+
     call = govern(app, "admin", write="admin")
     request = parse_body(app, CredentialRequest, allow_empty=True)
     issued = services().policies.issue_credential(

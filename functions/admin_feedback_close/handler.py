@@ -7,15 +7,16 @@ record instead of reviving this one.
 from urllib.parse import unquote
 
 from citegate.container import services
-from citegate.feedback import feedback_service
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.feedback import CloseBody
 
 app = make_resolver()
 
 
 @app.post("/admin/feedback/<record_id>/close")
 def close_feedback(record_id: str):  # type: ignore[no-untyped-def]
+    from citegate.feedback import feedback_service
+    from citegate.models.feedback import CloseBody
+
     call = govern(app, "admin", write="admin")
     body = parse_body(app, CloseBody, allow_empty=True)
     principal = call.principal

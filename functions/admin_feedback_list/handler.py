@@ -5,15 +5,16 @@ from typing import cast, get_args
 
 from citegate.container import services
 from citegate.errors import InvalidRequest
-from citegate.feedback import feedback_service
 from citegate.http.api import govern, http_handler, json_response, make_resolver, query_param
-from citegate.models.feedback import Kind, Status
 
 app = make_resolver()
 
 
 @app.get("/admin/feedback")
 def list_feedback():  # type: ignore[no-untyped-def]
+    from citegate.feedback import feedback_service
+    from citegate.models.feedback import Kind, Status
+
     call = govern(app, "admin")
     kind = query_param(app, "kind") or None
     status = query_param(app, "status") or None

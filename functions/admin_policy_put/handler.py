@@ -3,13 +3,14 @@
 from citegate.container import services
 from citegate.errors import Forbidden
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.policy.model import Policy, PolicyUpdate
 
 app = make_resolver()
 
 
 @app.put("/admin/policies/<principal_key>")
 def put_policy(principal_key: str):  # type: ignore[no-untyped-def]
+    from citegate.policy.model import Policy, PolicyUpdate
+
     call = govern(app, "admin", write="admin")
     body = parse_body(app, PolicyUpdate)
     tenant = body.tenant_id or call.principal.tenant_id

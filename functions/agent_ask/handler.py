@@ -1,16 +1,17 @@
 """POST /agent/tools/ask: the same engine as /answer/ask; citations are always required."""
 
-from citegate.answer_api import answer_question
 from citegate.container import services
-from citegate.governance import current_call
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.answer import AskBody
 
 app = make_resolver("answer")
 
 
 @app.post("/agent/tools/ask")
 def ask_tool():  # type: ignore[no-untyped-def]
+    from citegate.answer_api import answer_question
+    from citegate.governance import current_call
+    from citegate.models.answer import AskBody
+
     body = parse_body(app, AskBody)
     call = govern(app, "ask", requested=body.scope)
     current_call().note(purpose=body.caller.purpose)

@@ -6,10 +6,7 @@ caller's idempotencyKey. Anonymous readers may report too: the public-read polic
 
 from citegate.container import services
 from citegate.errors import InvalidRequest
-from citegate.feedback import feedback_service
-from citegate.governance import current_call
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body, request_id
-from citegate.models.feedback import FeedbackBody
 
 app = make_resolver("answer")
 TOOL = "create_feedback"
@@ -17,6 +14,10 @@ TOOL = "create_feedback"
 
 @app.post("/agent/tools/create_feedback")
 def create_feedback():  # type: ignore[no-untyped-def]
+    from citegate.feedback import feedback_service
+    from citegate.governance import current_call
+    from citegate.models.feedback import FeedbackBody
+
     try:
         body = parse_body(app, FeedbackBody)
     except InvalidRequest:

@@ -6,10 +6,7 @@ action, so anonymous readers cannot open tasks.
 
 from citegate.container import services
 from citegate.errors import InvalidRequest
-from citegate.feedback import feedback_service
-from citegate.governance import current_call
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body, request_id
-from citegate.models.feedback import ImprovementTaskBody
 
 app = make_resolver("answer")
 TOOL = "create_improvement_task"
@@ -17,6 +14,10 @@ TOOL = "create_improvement_task"
 
 @app.post("/agent/tools/create_improvement_task")
 def create_improvement_task():  # type: ignore[no-untyped-def]
+    from citegate.feedback import feedback_service
+    from citegate.governance import current_call
+    from citegate.models.feedback import ImprovementTaskBody
+
     try:
         body = parse_body(app, ImprovementTaskBody)
     except InvalidRequest:

@@ -1,15 +1,16 @@
 """POST /agent/tools/get_context: a ContextPack for a task within a token budget."""
 
-from citegate import agent_tools
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.answer import GetContextBody
 
 app = make_resolver("answer")
 
 
 @app.post("/agent/tools/get_context")
 def get_context_tool():  # type: ignore[no-untyped-def]
+    from citegate import agent_tools
+    from citegate.models.answer import GetContextBody
+
     body = parse_body(app, GetContextBody)
     call = govern(app, "get_context", requested=body.scope)
     return json_response(200, agent_tools.get_context(services(), call, body.task, body.tokenBudget))

@@ -1,15 +1,16 @@
 """POST /agent/tools/get_page: a document by path and version, with its headings and anchors."""
 
-from citegate import agent_tools
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.answer import GetPageBody
 
 app = make_resolver("answer")
 
 
 @app.post("/agent/tools/get_page")
 def get_page_tool():  # type: ignore[no-untyped-def]
+    from citegate import agent_tools
+    from citegate.models.answer import GetPageBody
+
     body = parse_body(app, GetPageBody)
     call = govern(app, "get_page", requested=body.scope)
     return json_response(200, agent_tools.get_page(services(), call, body.path, body.version))

@@ -1,16 +1,17 @@
 """POST /answer/ask: a cited answer (or a plain no-answer) for a person, in spec 000's AnswerResult."""
 
-from citegate.answer_api import answer_question
 from citegate.container import services
-from citegate.governance import current_call
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.answer import AskBody
 
 app = make_resolver("answer")
 
 
 @app.post("/answer/ask")
 def ask_route():  # type: ignore[no-untyped-def]
+    from citegate.answer_api import answer_question
+    from citegate.governance import current_call
+    from citegate.models.answer import AskBody
+
     body = parse_body(app, AskBody)
     call = govern(app, "answer_ask", requested=body.scope, allow_anonymous=True)
     current_call().note(purpose=body.caller.purpose)

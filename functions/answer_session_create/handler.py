@@ -1,16 +1,17 @@
 """POST /answer/sessions: open a multi-turn session (its token is returned once)."""
 
-from citegate.answer_api import answer_question
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.answer import SessionCreateBody
-from citegate.sessions import SESSION_TOKEN_HEADER, turn_record
 
 app = make_resolver("answer")
 
 
 @app.post("/answer/sessions")
 def create_session():  # type: ignore[no-untyped-def]
+    from citegate.answer_api import answer_question
+    from citegate.models.answer import SessionCreateBody
+    from citegate.sessions import SESSION_TOKEN_HEADER, turn_record
+
     s = services()
     body = parse_body(app, SessionCreateBody, allow_empty=True)
     call = govern(app, "answer_sessions", requested=body.scope, allow_anonymous=True)

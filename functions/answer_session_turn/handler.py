@@ -1,17 +1,18 @@
 """POST /answer/sessions/{sessionId}/turns: a follow-up in the session's scope (token, owner, expiry)."""
 
-from citegate.answer_api import answer_question
 from citegate.container import services
-from citegate.governance import current_call
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.answer import TurnBody
-from citegate.sessions import SESSION_TOKEN_HEADER, follow_up_query, turn_record, turn_scope
 
 app = make_resolver("answer")
 
 
 @app.post("/answer/sessions/<sessionId>/turns")
 def add_turn(sessionId: str):  # type: ignore[no-untyped-def]
+    from citegate.answer_api import answer_question
+    from citegate.governance import current_call
+    from citegate.models.answer import TurnBody
+    from citegate.sessions import SESSION_TOKEN_HEADER, follow_up_query, turn_record, turn_scope
+
     s = services()
     body = parse_body(app, TurnBody)
     # The caller is re-authorized on every turn; the session's scope is the most it may see.

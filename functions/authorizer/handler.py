@@ -8,14 +8,19 @@ authorizer denial has a fixed body) and the refusal is audited like every other 
 from typing import Any
 
 from citegate.container import services
-from citegate.identity.authenticate import authenticate
 from citegate.observability import logger
 
 
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    from citegate.identity.authenticate import authenticate  # with settings and pydantic: not at import
+
     s = services()
-    result = authenticate(event.get("headers") or {}, s.settings, s.policies)
+    method = ((event.get("requestContext") or {}).get("http") or {}).get("method")
+    result = authenticate(
+        event.get("headers") or {}, s.settings, s.policies, cookies=event.get("cookies"), method=method
+    )
     if result.principal is None:
-        return {"isAuthorized": True, "context": {"auth_error": result.error or "unauthorized"}}
+        context = {"auth_error": result.error or "unauthorized", "auth_status": result.status}
+        return {"isAuthorized": True, "context": context}
     return {"isAuthorized": True, "context": result.principal.to_authorizer_context()}

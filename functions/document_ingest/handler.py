@@ -2,13 +2,14 @@
 
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.documents import IngestRequest
 
 app = make_resolver()
 
 
 @app.post("/v1/kb/<kb_id>/documents")
 def ingest(kb_id: str):  # type: ignore[no-untyped-def]
+    from citegate.models.documents import IngestRequest
+
     s = services()
     call = govern(app, "rag_ingest", kb_id=kb_id, write="ingest")
     assert call.kb is not None

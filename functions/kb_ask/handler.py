@@ -1,16 +1,17 @@
 """POST /v1/kb/{kb_id}/ask: an answer bound to its evidence, or a plain no-answer with a reason."""
 
-from citegate.answering.ask import ask
 from citegate.container import services
-from citegate.governance import charge_tokens, current_call, estimate_tokens
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.retrieval import AskRequest
 
 app = make_resolver()
 
 
 @app.post("/v1/kb/<kb_id>/ask")
 def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
+    from citegate.answering.ask import ask
+    from citegate.governance import charge_tokens, current_call, estimate_tokens
+    from citegate.models.retrieval import AskRequest
+
     s = services()
     call = govern(app, "rag_ask", kb_id=kb_id)
     request = parse_body(app, AskRequest)

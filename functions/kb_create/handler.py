@@ -2,14 +2,15 @@
 
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.knowledge_bases import create_kb
-from citegate.models.kb import CreateKbRequest
 
 app = make_resolver()
 
 
 @app.post("/v1/kb")
 def create():  # type: ignore[no-untyped-def]
+    from citegate.knowledge_bases import create_kb
+    from citegate.models.kb import CreateKbRequest
+
     call = govern(app, "rag_create_kb", write="kb_admin")
     kb = create_kb(services(), parse_body(app, CreateKbRequest), call.principal)
     return json_response(201, kb.model_dump())

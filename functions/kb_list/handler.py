@@ -2,13 +2,14 @@
 
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver
-from citegate.knowledge_bases import list_kbs
 
 app = make_resolver()
 
 
 @app.get("/v1/kb")
 def list_all():  # type: ignore[no-untyped-def]
+    from citegate.knowledge_bases import list_kbs
+
     call = govern(app, "rag_list_kb")
     kbs = [kb for kb in list_kbs(services(), call.principal) if call.policy.allows_kb(kb.kb_id)]
     return json_response(200, {"knowledge_bases": [kb.model_dump() for kb in kbs]})

@@ -1,15 +1,16 @@
 """POST /v1/kb/{kb_id}/resolve_refs: ref ids to citations; refs not in this knowledge base are missing."""
 
-from citegate.citations import resolve_refs
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.retrieval import ResolveRefsRequest
 
 app = make_resolver()
 
 
 @app.post("/v1/kb/<kb_id>/resolve_refs")
 def resolve_route(kb_id: str):  # type: ignore[no-untyped-def]
+    from citegate.citations import resolve_refs
+    from citegate.models.retrieval import ResolveRefsRequest
+
     s = services()
     govern(app, "rag_resolve_refs", kb_id=kb_id)
     request = parse_body(app, ResolveRefsRequest)

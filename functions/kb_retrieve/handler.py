@@ -1,16 +1,17 @@
 """POST /v1/kb/{kb_id}/retrieve: hybrid retrieval in one knowledge base (ref_id, chunk_text, score)."""
 
 from citegate.container import services
-from citegate.governance import current_call
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
-from citegate.models.retrieval import RetrieveRequest
-from citegate.retrieval import retrieve
 
 app = make_resolver()
 
 
 @app.post("/v1/kb/<kb_id>/retrieve")
 def retrieve_route(kb_id: str):  # type: ignore[no-untyped-def]
+    from citegate.governance import current_call
+    from citegate.models.retrieval import RetrieveRequest
+    from citegate.retrieval import retrieve
+
     s = services()
     call = govern(app, "rag_retrieve", kb_id=kb_id)
     request = parse_body(app, RetrieveRequest)

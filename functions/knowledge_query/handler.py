@@ -2,17 +2,18 @@
 
 from citegate.container import services
 from citegate.errors import Unauthorized
-from citegate.governance import authorize, current_call
 from citegate.http.api import http_handler, json_response, make_resolver, parse_body, principal
-from citegate.identity.authenticate import agent_from_secret
-from citegate.knowledge_entry import query_knowledge
-from citegate.models.knowledge import KnowledgeQuery
 
 app = make_resolver()
 
 
 @app.post("/api/v1/knowledge/query")
 def query():  # type: ignore[no-untyped-def]
+    from citegate.governance import authorize, current_call
+    from citegate.identity.authenticate import agent_from_secret
+    from citegate.knowledge_entry import query_knowledge
+    from citegate.models.knowledge import KnowledgeQuery
+
     s = services()
     request = parse_body(app, KnowledgeQuery)
     caller = principal(app)

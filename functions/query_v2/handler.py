@@ -1,17 +1,18 @@
 """POST /api/v2/query: spec 003's dual agent (retrieval rounds, then a cited summary) as SSE."""
 
-from citegate.agents.query_v2 import QueryV2, failure_events, run_query
 from citegate.container import services
 from citegate.http.api import govern, make_resolver, parse_body
 from citegate.http.streaming import sse_handler, stream_response
-from citegate.models.agents import QueryV2Body
-from citegate.policy.model import RequestedScope
 
 app = make_resolver("chat")
 
 
 @app.post("/api/v2/query")
 def query_route():  # type: ignore[no-untyped-def]
+    from citegate.agents.query_v2 import QueryV2, failure_events, run_query
+    from citegate.models.agents import QueryV2Body
+    from citegate.policy.model import RequestedScope
+
     body = parse_body(app, QueryV2Body)
     requested = RequestedScope(includeWorkingDocs=True) if body.include_working_docs else None
     call = govern(app, "query_v2", requested=requested, allow_anonymous=True)

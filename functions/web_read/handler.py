@@ -1,20 +1,21 @@
 """POST /api/v1/web/read: read pages as Markdown, several concurrently (spec 001 3.2.2)."""
 
 from citegate.container import services
-from citegate.governance import current_call
-from citegate.http.api import govern, http_handler, json_response, parse_body
-from citegate.models.web import WebReadRequest
-from citegate.web.service import require_web, web_resolver, web_service
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 
-app = web_resolver()
+app = make_resolver("chat")  # spec 001's error codes
 
 
 @app.post("/api/v1/web/read")
 def web_read_route():  # type: ignore[no-untyped-def]
+    from citegate.governance import current_call
+    from citegate.models.web import WebReadRequest
+    from citegate.web.service import require_web
+
     call = govern(app, "web_read")
     require_web(call.policy)
     request = parse_body(app, WebReadRequest)
-    read = web_service(services()).read(call.policy, request)
+    read = services().web.read(call.policy, request)
     current_call().note(query=" ".join(request.url_list)[:1000], result_count=read.successful)
     return json_response(200, read.model_dump(exclude_none=True))
 

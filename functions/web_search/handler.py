@@ -1,21 +1,22 @@
 """POST /api/v1/web/search: web search through the configured provider (spec 001 3.2.1)."""
 
 from citegate.container import services
-from citegate.governance import current_call
-from citegate.http.api import govern, http_handler, json_response, parse_body
-from citegate.models.web import WebSearchRequest
-from citegate.web.service import require_web, web_resolver, web_service
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 
-app = web_resolver()
+app = make_resolver("chat")  # spec 001's error codes
 
 
 @app.post("/api/v1/web/search")
 def web_search_route():  # type: ignore[no-untyped-def]
+    from citegate.governance import current_call
+    from citegate.models.web import WebSearchRequest
+    from citegate.web.service import require_web
+
     call = govern(app, "web_search")
     require_web(call.policy)
     request = parse_body(app, WebSearchRequest)
     record = current_call()
-    found = web_service(services()).search(call.principal, call.policy, request, record.source_ip)
+    found = services().web.search(call.principal, call.policy, request, record.source_ip)
     record.note(query=request.query, result_count=len(found.results))
     return json_response(200, found.model_dump())
 

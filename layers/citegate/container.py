@@ -1,7 +1,8 @@
 """The composition root: every client, store and engine is built here, lazily, once per process.
 
 Handlers call `services()` inside a request; tests build `Services(settings=...)` with fakes or
-call `reset_services()` after changing the environment.
+call `reset_services()` after changing the environment. Importing it is cheap (handlers import it
+at cold start): settings (pydantic) and every client are imported when first needed.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from citegate import resources
-from citegate.secrets import secret_value
-from citegate.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from citegate.agents.models import ModelRegistry
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from citegate.ratelimit import Counters
     from citegate.search.base import SearchIndex
     from citegate.sessions import SessionStore
+    from citegate.settings import Settings
     from citegate.store.blobs import BlobStore
     from citegate.store.documents import DocumentStore
     from citegate.store.kbs import KbStore
@@ -45,7 +45,11 @@ class Services:
         embedder: Embedder | None = None,
         answerer: Answerer | None = None,
     ) -> None:
-        self.settings = settings or get_settings()
+        if settings is None:
+            from citegate.settings import get_settings
+
+            settings = get_settings()
+        self.settings = settings
         self._lock = threading.RLock()
         if aws is not None:
             self.__dict__["aws"] = aws
@@ -162,6 +166,7 @@ class Services:
     def embedder(self) -> Embedder:
         from citegate.embedding import build_embedder
         from citegate.embedding.cache import CachedEmbedder
+        from citegate.secrets import secret_value
         from citegate.store.embeddings import DynamoEmbeddingCache
 
         s = self.settings
@@ -210,6 +215,7 @@ class Services:
         s = self.settings
         if s.llm_base_url and s.llm_model:
             from citegate.answering.openai_chat import OpenAIChatAnswerer
+            from citegate.secrets import secret_value
 
             return OpenAIChatAnswerer(
                 base_url=s.llm_base_url,

@@ -23,6 +23,7 @@ from pydantic.json_schema import models_json_schema
 
 from citegate import __version__, errors, routes
 from citegate.models.admin import CredentialRequest
+from citegate.models.agents import QueryV2Body, QueryV2Event
 from citegate.models.answer import (
     AnswerResult,
     AskBody,
@@ -31,6 +32,17 @@ from citegate.models.answer import (
     SearchBody,
     SessionCreateBody,
     TurnBody,
+)
+from citegate.models.chats import (
+    Chat,
+    ChatCreateBody,
+    ChatDetail,
+    ChatEvent,
+    ChatList,
+    ChatModelList,
+    ChatRenameBody,
+    MessageBody,
+    MessageReply,
 )
 from citegate.models.documents import DocumentRecord, IngestRequest, Task, UploadRequest
 from citegate.models.feedback import (
@@ -70,6 +82,9 @@ class Op:
     query: tuple[tuple[str, dict[str, Any], str], ...] = ()  # (name, schema, description)
     anonymous: bool = False  # the handler also serves callers without credentials
     errors: tuple[int, ...] = field(default=())  # statuses beyond the common ones
+    # Server-sent events: each `data:` line is one of these (the JSON `response` is then the reply
+    # without streaming, if the route has one).
+    stream: type[BaseModel] | None = None
 
 
 def ref(model: type[BaseModel]) -> dict[str, Any]:
@@ -271,6 +286,22 @@ OPERATIONS: dict[str, Op] = {
         ),
     ),
     "admin_feedback_close": Op(CloseBody, FeedbackRecordAdmin, "Close a feedback record."),
+    "query_v2": Op(
+        QueryV2Body,
+        None,
+        "Spec 003's dual agent: retrieval rounds, then a cited summary, as server-sent events.",
+        anonymous=True,
+        stream=QueryV2Event,
+    ),
+    "agent_chat_create": Op(ChatCreateBody, Chat, "Create an agent chat.", 201),
+    "agent_chat_list": Op(None, ChatList, "The caller's chats, newest first.", query=(LIMIT,)),
+    "agent_chat_get": Op(None, ChatDetail, "A chat with its messages and sources."),
+    "agent_chat_update": Op(ChatRenameBody, Chat, "Rename a chat."),
+    "agent_chat_delete": Op(None, obj(id=STR, deleted=BOOL), "Delete a chat and its messages."),
+    "agent_chat_message": Op(
+        MessageBody, MessageReply, "Send a message: JSON, or SSE with stream=true.", stream=ChatEvent
+    ),
+    "agent_models_list": Op(None, ChatModelList, "The chat models the caller may pick."),
     "web_search": Op(WebSearchRequest, WebSearchResponse, "Search the web."),
     "web_read": Op(WebReadRequest, WebReadResponse, "Read web pages."),
     "admin_policies_list": Op(None, obj(policies=array(ref(Policy))), "List the tenant's policies."),
@@ -358,7 +389,7 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
 def family_of(path: str) -> errors.Family:
     if path.startswith(("/answer/", "/agent/")):
         return "answer"
-    if path.startswith("/api/v1/web/"):
+    if path.startswith(("/api/v1/web/", "/api/v1/agent/", "/api/v2/")):
         return "chat"
     return "v1"
 
@@ -368,6 +399,8 @@ def tag_of(path: str) -> str:
         ("/v1/", "v1"),
         ("/api/v1/knowledge/", "knowledge"),
         ("/api/v1/web/", "web"),
+        ("/api/v1/agent/", "chats"),
+        ("/api/v2/", "agents"),
         ("/answer/", "answer"),
         ("/agent/", "agent-tools"),
         ("/admin/", "admin"),
@@ -443,6 +476,8 @@ def build_openapi() -> dict[str, Any]:
             wanted.add((op.request, "validation"))
         if isinstance(op.response, type):
             wanted.add((op.response, "serialization"))
+        if op.stream is not None:
+            wanted.add((op.stream, "serialization"))
         elif op.response is not None:
             for name in _hand_refs(op.response):
                 by_name.setdefault(name, _model_named(name))
@@ -503,6 +538,11 @@ def build_openapi() -> dict[str, Any]:
                 else _rewrite(op.response, hand_names)
             )
             success["content"] = {"application/json": {"schema": schema}}
+        if op.stream is not None:
+            success.setdefault("content", {})["text/event-stream"] = {
+                "schema": {"type": "string", "description": "`data: <event JSON>` lines"},
+                "x-event-schema": ref_of(op.stream, "serialization"),
+            }
         if op.status == 202:
             success["headers"] = {
                 "Location": {"schema": {"type": "string"}, "description": "The task's URL."}
@@ -634,8 +674,13 @@ def docs_html(document: dict[str, Any] | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    target = Path(args[0]) if args else DOCUMENT_PATH
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write the OpenAPI 3.1 document of citegate's routes.")
+    parser.add_argument(
+        "target", nargs="?", type=Path, default=DOCUMENT_PATH, help="default: docs/openapi.json"
+    )
+    target = parser.parse_args(sys.argv[1:] if argv is None else argv).target
     target.write_text(render(build_openapi()), encoding="utf-8")
     print(f"wrote {target}")
     return 0

@@ -103,6 +103,8 @@ class Settings(BaseModel):
     embedding_api_key: SecretStr | None = Field(None, alias="CITEGATE_EMBEDDING_API_KEY")
     embedding_model: str | None = Field(None, alias="CITEGATE_EMBEDDING_MODEL")
     embedding_dimension: int | None = Field(None, alias="CITEGATE_EMBEDDING_DIMENSION")
+    # Hybrid fusion's weight on BM25 (min-max); unset: the weight tuned for the embedder (retrieval.py).
+    fusion_lexical_weight: float | None = Field(None, ge=0.0, le=1.0, alias="CITEGATE_FUSION_LEXICAL_WEIGHT")
 
     # Search: the embedded engine on one machine, OpenSearch when a URL is configured.
     search_engine: Literal["embedded", "opensearch"] = Field("embedded", alias="CITEGATE_SEARCH_ENGINE")
@@ -126,6 +128,10 @@ class Settings(BaseModel):
     default_chat_model: str | None = Field(None, alias="CITEGATE_DEFAULT_CHAT_MODEL")
     agent_max_retrieval_rounds: int = Field(3, ge=1, le=5, alias="CITEGATE_AGENT_MAX_ROUNDS")
     chat_history_tokens: int = Field(3000, ge=0, alias="CITEGATE_CHAT_HISTORY_TOKENS")
+    # Spec 001 9.1: a cookie may carry the bearer credential; state-changing cookie requests must
+    # come from one of these page origins (comma-separated), which is the CSRF defence.
+    auth_cookie: str = Field("citegate_token", alias="CITEGATE_AUTH_COOKIE")
+    allowed_origins: str = Field("", alias="CITEGATE_ALLOWED_ORIGINS")
 
     @property
     def local_runtime(self) -> bool:

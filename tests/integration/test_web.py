@@ -8,6 +8,7 @@ server; the reader may reach loopback here only through the test setting `allow_
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ import pytest
 from citegate.identity.principal import Principal
 from citegate.local.functions import invoke
 from citegate.policy.model import Policy, WebGrant
+from citegate.web.browser import ChromiumRenderer, find_browser
 from citegate.web.cache import WebCache
 from citegate.web.search import SearxngSearch
 from citegate.web.service import WebConfig, WebService
@@ -30,6 +32,16 @@ pytestmark = pytest.mark.integration
 def site() -> Iterator[tuple[str, State]]:
     with serve() as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def renderer() -> Iterator[ChromiumRenderer]:
+    path = find_browser(os.environ.get("CITEGATE_WEB_BROWSER"), auto_detect=True)
+    if path is None:
+        pytest.skip("no Chromium executable (apt-get install chromium, or set CITEGATE_WEB_BROWSER)")
+    browser = ChromiumRenderer(path)
+    yield browser
+    browser.close()
 
 
 @pytest.fixture
@@ -202,3 +214,20 @@ def test_ten_searches_a_minute_per_user_under_concurrency(web: WebService) -> No
     limited = next(o for o in outcomes if o[0] == 429)
     assert limited[1]["error"] == "QUOTA_EXCEEDED" and int(limited[2]["Retry-After"]) >= 1
     assert limited[1]["details"]["retry_after"] >= 1
+
+
+def test_wait_for_selector_through_the_route(
+    web: WebService, site: tuple[str, State], renderer: ChromiumRenderer
+) -> None:
+    web.renderer = renderer
+    base, _ = site
+    who = agent()
+    status, body, _ = read(
+        {"urls": f"{base}/spa", "wait_for_selector": "#story", "css_selector": "#story"}, who
+    )
+    assert status == 200, body
+    assert body["successful"] == 1 and body["results"][0]["content"].startswith("# Rendered after a delay")
+    status, body, _ = read({"urls": f"{base}/spa", "wait_for_selector": "#never", "timeout": 1}, who)
+    assert (status, body["error"]) == (408, "TIMEOUT_ERROR") and "#never" in body["message"]
+    status, body, _ = read({"urls": f"{base}/spa", "wait_for_selector": "a:hover"}, who)
+    assert (status, body["error"]) == (400, "INVALID_REQUEST")

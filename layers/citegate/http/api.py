@@ -2,18 +2,25 @@
 
 Handlers stay thin: they declare their route, parse the body into a pydantic model, call one
 function of the layer and shape the response. Every error leaves here in the decided JSON shape.
+
+Cold start (issue 10: a handler imports in at most 300 ms). Importing a handler imports this
+module, citegate.errors, citegate.container and Powertools' Logger and Metrics, nothing more:
+- `make_resolver` returns a `LazyResolver`: it records the routes declared at import and builds the
+  Powertools resolver on the first event (`aws_lambda_powertools.event_handler` imports every
+  resolver Powertools has, about as long as all the rest of a handler's imports);
+- pydantic, governance and the domain modules are imported by the functions that use them, and
+  handlers import what a route needs inside the route, so no handler loads another route's code.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
-from pydantic import BaseModel, ValidationError
 
 from citegate.errors import (
     AuditUnavailable,
@@ -25,16 +32,109 @@ from citegate.errors import (
     error_code,
     error_details,
 )
-from citegate.governance import Authorized, authorize, begin_call, current_call, end_call
-from citegate.identity.principal import Principal
 from citegate.observability import logger, metrics, traced
-from citegate.policy.model import RequestedScope, WriteAction
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from pydantic import BaseModel, ValidationError
+
+    from citegate.governance import Authorized, CallRecord
+    from citegate.identity.principal import Principal
+    from citegate.policy.model import RequestedScope, WriteAction
+
+ModelT = TypeVar("ModelT", bound="BaseModel")
+RouteT = TypeVar("RouteT", bound=Callable[..., Any])
 JSON = "application/json"
 
 
+class HasEvent(Protocol):
+    """A resolver in a request: the Powertools one, or a `LazyResolver`."""
+
+    @property
+    def current_event(self) -> APIGatewayProxyEventV2: ...
+
+
+class LazyResolver:
+    """An `APIGatewayHttpResolver` built on first use (see the module's docstring).
+
+    Routes and exception handlers declared before then are registered on it in declaration order,
+    after the ones `configure` registers; later declarations go straight to it."""
+
+    def __init__(self, configure: Callable[[APIGatewayHttpResolver], None] | None = None) -> None:
+        self._configure = configure
+        self._declared: list[tuple[str, tuple[Any, ...], dict[str, Any], Callable[..., Any]]] = []
+        self._built: APIGatewayHttpResolver | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def resolver(self) -> APIGatewayHttpResolver:
+        built = self._built
+        if built is None:
+            with self._lock:
+                if self._built is None:
+                    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+
+                    app = APIGatewayHttpResolver()
+                    if self._configure is not None:
+                        self._configure(app)
+                    for method, args, options, func in self._declared:
+                        getattr(app, method)(*args, **options)(func)
+                    self._declared.clear()
+                    self._built = app
+                built = self._built
+        return built
+
+    def _declare(self, method: str, *args: Any, **options: Any) -> Callable[[RouteT], RouteT]:
+        def register(func: RouteT) -> RouteT:
+            with self._lock:
+                if self._built is None:
+                    self._declared.append((method, args, options, func))
+                    return func
+            getattr(self._built, method)(*args, **options)(func)
+            return func
+
+        return register
+
+    def get(self, rule: str, **options: Any) -> Callable[[RouteT], RouteT]:
+        return self._declare("get", rule, **options)
+
+    def post(self, rule: str, **options: Any) -> Callable[[RouteT], RouteT]:
+        return self._declare("post", rule, **options)
+
+    def put(self, rule: str, **options: Any) -> Callable[[RouteT], RouteT]:
+        return self._declare("put", rule, **options)
+
+    def patch(self, rule: str, **options: Any) -> Callable[[RouteT], RouteT]:
+        return self._declare("patch", rule, **options)
+
+    def delete(self, rule: str, **options: Any) -> Callable[[RouteT], RouteT]:
+        return self._declare("delete", rule, **options)
+
+    def route(self, rule: str, method: str | list[str], **options: Any) -> Callable[[RouteT], RouteT]:
+        return self._declare("route", rule, method, **options)
+
+    def exception_handler(
+        self, exc_class: type[Exception] | list[type[Exception]]
+    ) -> Callable[[RouteT], RouteT]:
+        return self._declare("exception_handler", exc_class)
+
+    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return self.resolver.resolve(event, context)
+
+    @property
+    def current_event(self) -> APIGatewayProxyEventV2:
+        return self.resolver.current_event
+
+    @property
+    def lambda_context(self) -> LambdaContext:
+        return self.resolver.lambda_context
+
+
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
+    from aws_lambda_powertools.event_handler import Response
+
     return Response(
         status_code=status,
         content_type=JSON,
@@ -43,11 +143,11 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     )
 
 
-def request_id(app: APIGatewayHttpResolver) -> str:
+def request_id(app: HasEvent) -> str:
     return str(app.current_event.request_context.request_id or "")
 
 
-def _error_response(app: APIGatewayHttpResolver, family: Family, error: CitegateError) -> Response[str]:
+def _error_response(app: HasEvent, family: Family, error: CitegateError) -> Response[str]:
     code = error_code(error, family)
     headers = {}
     if "retry_after" in error.details:
@@ -56,8 +156,13 @@ def _error_response(app: APIGatewayHttpResolver, family: Family, error: Citegate
     return json_response(error.status, body, headers=headers)
 
 
-def make_resolver(family: Family = "v1") -> APIGatewayHttpResolver:
-    app = APIGatewayHttpResolver()
+def make_resolver(family: Family = "v1") -> LazyResolver:
+    """A route family's resolver: every error leaves it in the family's JSON shape and codes."""
+    return LazyResolver(lambda app: _map_errors(app, family))
+
+
+def _map_errors(app: APIGatewayHttpResolver, family: Family) -> None:
+    from pydantic import ValidationError
 
     @app.exception_handler(CitegateError)  # type: ignore[untyped-decorator]
     def _domain_error(error: CitegateError) -> Response[str]:
@@ -82,8 +187,6 @@ def make_resolver(family: Family = "v1") -> APIGatewayHttpResolver:
         internal = CitegateError("internal error; the request id identifies it in the logs")
         return _error_response(app, family, internal)
 
-    return app
-
 
 def invalid_request_from(error: ValidationError) -> InvalidRequest:
     problems = []
@@ -94,7 +197,7 @@ def invalid_request_from(error: ValidationError) -> InvalidRequest:
     return InvalidRequest(f"invalid request: {summary}", details={"fields": problems})
 
 
-def raw_body(app: APIGatewayHttpResolver) -> bytes:
+def raw_body(app: HasEvent) -> bytes:
     event = app.current_event
     body = event.body or ""
     if event.is_base64_encoded:
@@ -102,7 +205,9 @@ def raw_body(app: APIGatewayHttpResolver) -> bytes:
     return body.encode()
 
 
-def parse_body(app: APIGatewayHttpResolver, model: type[ModelT], *, allow_empty: bool = False) -> ModelT:
+def parse_body(app: HasEvent, model: type[ModelT], *, allow_empty: bool = False) -> ModelT:
+    from pydantic import ValidationError
+
     raw = raw_body(app)
     if not raw.strip():
         if allow_empty:
@@ -120,14 +225,15 @@ def parse_body(app: APIGatewayHttpResolver, model: type[ModelT], *, allow_empty:
         raise invalid_request_from(error) from error
 
 
-def query_param(app: APIGatewayHttpResolver, name: str) -> str | None:
+def query_param(app: HasEvent, name: str) -> str | None:
     params = app.current_event.query_string_parameters or {}
     return params.get(name)
 
 
-def principal(app: APIGatewayHttpResolver) -> Principal:
+def principal(app: HasEvent) -> Principal:
     """The caller as the front door identified it (anonymous when no credentials were sent)."""
     from citegate.container import services
+    from citegate.governance import current_call
     from citegate.identity.resolve import resolve_principal
 
     record = current_call()
@@ -137,7 +243,7 @@ def principal(app: APIGatewayHttpResolver) -> Principal:
 
 
 def govern(
-    app: APIGatewayHttpResolver,
+    app: HasEvent,
     tool: str,
     *,
     kb_id: str | None = None,
@@ -147,6 +253,7 @@ def govern(
 ) -> Authorized:
     """Identify the caller and run every policy check for this route (see citegate.governance)."""
     from citegate.container import services
+    from citegate.governance import authorize
 
     return authorize(
         services(),
@@ -160,7 +267,7 @@ def govern(
 
 
 def http_handler(
-    app: APIGatewayHttpResolver, *, audited: bool = True, family: Family = "v1"
+    app: LazyResolver, *, audited: bool = True, family: Family = "v1"
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda entry point for a resolver: request-id logging, tracing, metrics, and the audit
     record of the call (a call that cannot be audited answers 503 audit_unavailable)."""
@@ -172,21 +279,28 @@ def http_handler(
         if not audited:
             return app.resolve(event, context)
         from citegate.container import services
+        from citegate.governance import begin_call
 
         record = begin_call(event)
-        response = app.resolve(event, context)
-        status = int(response.get("statusCode", 500))
-        error = None
-        if status >= 400:
-            try:
-                error = json.loads(response.get("body") or "{}").get("error")
-            except (ValueError, AttributeError):
-                error = None
-        try:
-            end_call(services(), record, status, error)
-        except AuditUnavailable as failure:
-            body = error_body(error_code(failure, family), failure.message, record.request_id)
-            return {"statusCode": 503, "headers": {"Content-Type": JSON}, "body": json.dumps(body)}
-        return response
+        return finish_call(services(), record, app.resolve(event, context), family)
 
     return lambda_handler
+
+
+def finish_call(s: Any, record: CallRecord, response: dict[str, Any], family: Family) -> dict[str, Any]:
+    """Write the call's audit record; a call that cannot be audited answers 503 instead."""
+    from citegate.governance import end_call
+
+    status = int(response.get("statusCode", 500))
+    error = None
+    if status >= 400:
+        try:
+            error = json.loads(response.get("body") or "{}").get("error")
+        except (ValueError, AttributeError):
+            error = None
+    try:
+        end_call(s, record, status, error)
+    except AuditUnavailable as failure:
+        body = error_body(error_code(failure, family), failure.message, record.request_id)
+        return {"statusCode": 503, "headers": {"Content-Type": JSON}, "body": json.dumps(body)}
+    return response

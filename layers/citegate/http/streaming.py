@@ -12,26 +12,33 @@ a stream of events instead of a body.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 
 from citegate.errors import AuditUnavailable, CitegateError, Family, error_code
-from citegate.governance import CallRecord, begin_call, end_call
-from citegate.http.api import JSON
+from citegate.http.api import finish_call
 from citegate.observability import logger, metrics, traced
+
+if TYPE_CHECKING:  # imported on first use, as in citegate.http.api (cold start)
+    from aws_lambda_powertools.event_handler import Response
+
+    from citegate.governance import CallRecord
+    from citegate.http.api import LazyResolver
 
 Event = dict[str, Any]
 # Turns a failure (code, message) into the frames a route's clients expect for it.
 FailureFrames = Callable[[str, str], list[Event]]
 
 SSE = "text/event-stream"
+# The status nginx made common for "the client closed the request"; recorded in the audit only.
+CLIENT_CLOSED = 499
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -51,6 +58,8 @@ _pending: ContextVar[PendingStream | None] = ContextVar("citegate_stream", defau
 def stream_response(events: Iterator[Event], on_failure: FailureFrames) -> Response[str]:
     """What a streaming route returns once the request is accepted: the 200 head; the entry point
     (`sse_handler`) then produces the events."""
+    from aws_lambda_powertools.event_handler import Response
+
     _pending.set(PendingStream(events, on_failure))
     return Response(status_code=200, content_type=SSE, body="", headers=dict(SSE_HEADERS))
 
@@ -61,8 +70,12 @@ def _failure_code(error: Exception, family: Family) -> tuple[str, str, int]:
     return error_code(CitegateError("internal"), family), f"system error: {type(error).__name__}", 500
 
 
-def _frames(services: Any, record: CallRecord, pending: PendingStream, family: Family) -> Iterator[str]:
+def _frames(
+    services: Any, record: CallRecord, pending: PendingStream, family: Family
+) -> Generator[str, None, None]:
     """The stream's frames. The last event is held back until the audit record is written."""
+    from citegate.governance import end_call
+
     held: Event | None = None
     status, error = 200, None
     try:
@@ -70,6 +83,15 @@ def _frames(services: Any, record: CallRecord, pending: PendingStream, family: F
             if held is not None:
                 yield sse_frame(held)
             held = event
+    except GeneratorExit:
+        # The client went away: the route's own generator is closed (so it can record what it had
+        # produced), and the call is still audited, as a request the client closed.
+        close = getattr(pending.events, "close", None)
+        if close is not None:
+            close()
+        with contextlib.suppress(AuditUnavailable):
+            end_call(services, record, CLIENT_CLOSED, "client_closed_request")
+        raise
     except Exception as failure:  # a failure midway ends the stream with the route's error frames
         code, message, status = _failure_code(failure, family)
         error = code
@@ -93,17 +115,21 @@ def _frames(services: Any, record: CallRecord, pending: PendingStream, family: F
         yield sse_frame(held)
 
 
-def _in_context(frames: Iterator[str], context: contextvars.Context) -> Iterator[str]:
+def _in_context(frames: Generator[str, None, None], context: contextvars.Context) -> Iterator[str]:
     """Run every step of the stream in the request's context (call record, principal), whichever
-    thread the server pulls the next frame from."""
-    while True:
-        try:
-            yield context.run(next, frames)
-        except StopIteration:
-            return
+    thread the server pulls the next frame from; closing it closes the stream in that context too."""
+    try:
+        while True:
+            try:
+                frame = context.run(next, frames)
+            except StopIteration:
+                return
+            yield frame
+    finally:
+        context.run(frames.close)
 
 
-def sse_handler(app: APIGatewayHttpResolver, *, family: Family) -> Callable[[dict[str, Any], Any], Any]:
+def sse_handler(app: LazyResolver, *, family: Family) -> Callable[[dict[str, Any], Any], Any]:
     """The Lambda entry point of a streaming route (compare citegate.http.api.http_handler)."""
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
@@ -111,6 +137,7 @@ def sse_handler(app: APIGatewayHttpResolver, *, family: Family) -> Callable[[dic
     @metrics.log_metrics
     def lambda_handler(event: dict[str, Any], context: Any) -> Any:
         from citegate.container import services
+        from citegate.governance import begin_call
 
         s = services()
         record = begin_call(event)
@@ -120,7 +147,7 @@ def sse_handler(app: APIGatewayHttpResolver, *, family: Family) -> Callable[[dic
         _pending.set(None)
         status = int(response.get("statusCode", 500))
         if pending is None or status != 200:
-            return _finish_plain(s, record, response, family)
+            return finish_call(s, record, response, family)
         frames = _in_context(_frames(s, record, pending, family), contextvars.copy_context())
         if s.settings.local_runtime:
             return frames  # the local gateway streams an iterator as it is produced
@@ -128,21 +155,3 @@ def sse_handler(app: APIGatewayHttpResolver, *, family: Family) -> Callable[[dic
         return {"statusCode": 200, "headers": {"Content-Type": SSE, **SSE_HEADERS}, "body": body}
 
     return lambda_handler
-
-
-def _finish_plain(s: Any, record: CallRecord, response: dict[str, Any], family: Family) -> dict[str, Any]:
-    from citegate.errors import error_body
-
-    status = int(response.get("statusCode", 500))
-    error = None
-    if status >= 400:
-        try:
-            error = json.loads(response.get("body") or "{}").get("error")
-        except (ValueError, AttributeError):
-            error = None
-    try:
-        end_call(s, record, status, error)
-    except AuditUnavailable as failure:
-        body = error_body(error_code(failure, family), failure.message, record.request_id)
-        return {"statusCode": 503, "headers": {"Content-Type": JSON}, "body": json.dumps(body)}
-    return response

@@ -4,17 +4,26 @@
 - `Authorization: Bearer cgat_...`: an agent token (stored only as a hash, revocable).
 - `Authorization: Bearer <JWT>`: a person, verified against the OIDC provider's JWKS.
 - `X-Caller-Agent-Key: cgak_...`: spec 002's caller agent key, identifying an agent.
+- Cookie `citegate_token` (CITEGATE_AUTH_COOKIE) holding any of the bearer credentials above, for
+  pages in a browser (spec 001 9.1); the Authorization header wins when both are sent.
 - Nothing: an anonymous caller (public-read where a route allows it).
 SigV4 callers come through the IAM front door instead (citegate.identity.resolve).
+
+Cross-site request forgery: a browser attaches cookies to requests that other sites trigger, so a
+cookie-authenticated request that can change state (any method but GET, HEAD, OPTIONS) must come
+from an allowed page: its `Origin` (or, without one, its `Referer`) must be the API's own origin
+or one of CITEGATE_ALLOWED_ORIGINS. Otherwise it is refused with 403, whatever the cookie holds.
+Bearer, caller-key and SigV4 requests are not affected: a browser never adds those on its own.
 """
 
 from __future__ import annotations
 
 import hmac
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from citegate.identity.principal import Principal, anonymous
 from citegate.settings import Settings
@@ -25,12 +34,15 @@ if TYPE_CHECKING:
 AGENT_TOKEN_PREFIX = "cgat_"
 CALLER_KEY_PREFIX = "cgak_"
 CALLER_KEY_HEADER = "x-caller-agent-key"
+DEFAULT_AUTH_COOKIE = "citegate_token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @dataclass(frozen=True)
 class AuthResult:
     principal: Principal | None
     error: str | None = None  # why credentials were refused; None when they were fine or absent
+    status: int = 401  # 403 for a refused cross-site cookie request
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:
@@ -73,20 +85,83 @@ def agent_from_secret(secret: str, kind: str, policies: PolicyStore) -> AuthResu
     )
 
 
+def cookie(cookies: Iterable[str] | None, name: str) -> str | None:
+    """A cookie's value from payload 2.0's `cookies` list (["a=1", "b=2"]); quotes and
+    percent-encoding removed."""
+    for entry in cookies or ():
+        for pair in entry.split(";"):
+            key, sep, value = pair.strip().partition("=")
+            if sep and key.strip() == name:
+                value = value.strip()
+                if len(value) >= 2 and value[0] == value[-1] == '"':
+                    value = value[1:-1]
+                return unquote(value) or None
+    return None
+
+
+def _origin_of(url: str) -> str | None:
+    parts = urlsplit(url.strip())
+    if not parts.scheme or not parts.netloc:
+        return None
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+
+
+def allowed_origins(settings: Settings) -> frozenset[str]:
+    # getattr: the setting is added to Settings by the lead (CITEGATE_ALLOWED_ORIGINS, comma list).
+    configured = str(getattr(settings, "allowed_origins", "") or "")
+    origins = (_origin_of(item) for item in configured.split(","))
+    return frozenset(origin for origin in origins if origin)
+
+
+def cross_site_refusal(method: str | None, headers: Mapping[str, str], allowed: frozenset[str]) -> str | None:
+    """Why a cookie-authenticated request is refused as cross-site, or None when it may proceed."""
+    if (method or "GET").upper() in SAFE_METHODS:
+        return None
+    sent = header(headers, "origin")
+    origin = None if sent is None or sent.strip().lower() == "null" else _origin_of(sent)
+    if origin is None and sent is None:
+        referer = header(headers, "referer")
+        origin = _origin_of(referer) if referer else None
+    if origin is None:
+        return "a cookie-authenticated request that changes state must carry its page's Origin"
+    # Host, not X-Forwarded-Host: a page cannot set Host, but it may try other headers.
+    host = (header(headers, "host") or "").strip().lower()
+    own = {f"https://{host}", f"http://{host}"} if host else set()
+    if origin in allowed or origin in own:
+        return None
+    return f"cross-site request refused: the origin {origin} is not allowed to use the session cookie"
+
+
 def authenticate(
-    headers: Mapping[str, str], settings: Settings, policies: PolicyStore | None = None
+    headers: Mapping[str, str],
+    settings: Settings,
+    policies: PolicyStore | None = None,
+    *,
+    cookies: Iterable[str] | None = None,
+    method: str | None = None,
 ) -> AuthResult:
     authorization = header(headers, "authorization")
     caller_key = header(headers, CALLER_KEY_HEADER)
     if not authorization:
         if caller_key and policies is not None:
             return agent_from_secret(caller_key.strip(), "caller_key", policies)
-        return AuthResult(anonymous(settings.default_tenant))
+        name = str(getattr(settings, "auth_cookie", DEFAULT_AUTH_COOKIE) or DEFAULT_AUTH_COOKIE)
+        from_cookie = cookie(cookies, name)
+        if from_cookie is None:
+            return AuthResult(anonymous(settings.default_tenant))
+        refusal = cross_site_refusal(method, headers, allowed_origins(settings))
+        if refusal is not None:
+            return AuthResult(None, refusal, status=403)
+        return bearer(from_cookie.strip(), settings, policies)
     scheme, _, credential = authorization.partition(" ")
     credential = credential.strip()
     if scheme.lower() != "bearer" or not credential:
         return AuthResult(None, "the Authorization header must be 'Bearer <token>'")
+    return bearer(credential, settings, policies)
 
+
+def bearer(credential: str, settings: Settings, policies: PolicyStore | None) -> AuthResult:
+    """The principal of a bearer credential: the spec 004 token, an agent token or a JWT."""
     from citegate.secrets import secret_value
 
     expected = secret_value(settings.api_token, settings.api_token_secret_arn)

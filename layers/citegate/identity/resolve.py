@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from citegate.errors import Unauthorized
+from citegate.errors import Forbidden, Unauthorized
 from citegate.identity.principal import Principal, anonymous
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ def resolve_principal(event: dict[str, Any], s: Services) -> Principal:
         )
     context = authorizer.get("lambda") or {}
     if context.get("auth_error"):
-        raise Unauthorized(str(context["auth_error"]))
+        # The authorizer says 403 when the credentials are fine but the request is refused (a
+        # cookie-authenticated request from a foreign origin); otherwise the credentials are bad.
+        refused = Forbidden if str(context.get("auth_status")) == "403" else Unauthorized
+        raise refused(str(context["auth_error"]))
     found = Principal.from_authorizer_context(context)
     return found or anonymous(s.settings.default_tenant)

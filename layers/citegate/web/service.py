@@ -6,7 +6,6 @@ cache table, counters, a provider and a resolver of their own.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -14,9 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
-
-from citegate import resources
 from citegate.errors import CitegateError, Forbidden
 from citegate.identity.principal import Principal
 from citegate.models.web import (
@@ -30,21 +26,25 @@ from citegate.models.web import (
 from citegate.observability import logger
 from citegate.policy.model import Policy
 from citegate.ratelimit import Counters
-from citegate.web import WebError, WebReadFailed, WebSearchFailed
+from citegate.web import ContentTooLarge, WebError, WebReadFailed, WebSearchFailed
+from citegate.web.browser import BrowserUnavailable, ChromiumRenderer, Renderer, find_browser
 from citegate.web.cache import PAGE_TTL_SECONDS, SEARCH_TTL_SECONDS, WebCache, cache_key
 from citegate.web.fetch import DEFAULT_MAX_BYTES, Conditional, Fetcher
-from citegate.web.reader import InvalidSelector, SelectorError, css_to_xpath, extract, extract_text
+from citegate.web.reader import (
+    Extracted,
+    InvalidSelector,
+    SelectorError,
+    css_to_xpath,
+    extract,
+    extract_text,
+)
 from citegate.web.safety import Resolver, UrlGuard, domain_allowed, parse_url
-from citegate.web.search import SearchProvider, make_provider
+from citegate.web.search import SearchProvider
 
 if TYPE_CHECKING:
-    from citegate.container import Services
-    from citegate.settings import Settings
+    import httpx
 
-# Until resources.WEB_CACHE exists, the same shape is declared here (see the report).
-_WEB_CACHE_SHAPE = getattr(
-    resources, "WEB_CACHE", resources.TableShape("web_cache", "cache_key", ttl_attribute="expires_at")
-)
+    from citegate.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ class WebConfig:
     page_cache_seconds: int = PAGE_TTL_SECONDS
     # API Gateway cuts an integration at 30 s, so a caller's longer `timeout` is clamped to this.
     max_timeout_seconds: float = 25.0
+    # The Chromium executable for wait_for_selector; None: no browser, such reads are refused.
+    browser_path: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> WebConfig:
@@ -79,6 +81,9 @@ class WebConfig:
             search_cache_seconds=int(get("web_search_cache_seconds", SEARCH_TTL_SECONDS)),
             page_cache_seconds=int(get("web_page_cache_seconds", PAGE_TTL_SECONDS)),
             max_timeout_seconds=float(get("web_max_timeout_seconds", 25.0)),
+            browser_path=find_browser(
+                get("web_browser_path", None), auto_detect=get("runtime", "local") == "local"
+            ),
         )
 
 
@@ -96,6 +101,8 @@ class WebService:
         provider: SearchProvider | None = None,
         resolver: Resolver | None = None,
         clock: Callable[[], float] = time.time,
+        renderer: Renderer | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.config = config
         self.counters = counters
@@ -103,7 +110,11 @@ class WebService:
         self.provider = provider
         self.clock = clock
         self.guard = UrlGuard(allow_loopback=config.allow_loopback, resolver=resolver)
-        self.fetcher = Fetcher(self.guard, max_bytes=config.max_page_bytes)
+        self.fetcher = Fetcher(self.guard, max_bytes=config.max_page_bytes, transport=transport)
+        # Nothing starts here: Playwright is imported and Chromium launched on the first render.
+        if renderer is None and config.browser_path:
+            renderer = ChromiumRenderer(config.browser_path)
+        self.renderer = renderer
 
     # -- search ---------------------------------------------------------------------------------
 
@@ -170,12 +181,9 @@ class WebService:
 
     def read(self, policy: Policy, request: WebReadRequest) -> WebReadResponse:
         started = time.perf_counter()
-        if request.wait_for_selector:
-            raise WebReadFailed(
-                "wait_for_selector needs a headless browser, and none is configured on this server",
-                details={"reason": "browser_unavailable"},
-            )
-        for selector in (request.css_selector, request.exclude_selector):
+        if request.wait_for_selector and self.renderer is None:
+            raise BrowserUnavailable()
+        for selector in (request.css_selector, request.exclude_selector, request.wait_for_selector):
             if selector:
                 try:
                     css_to_xpath(selector)
@@ -210,13 +218,18 @@ class WebService:
 
     def _read_one(self, url: str, policy: Policy, request: WebReadRequest) -> WebReadResult:
         parse_url(url)  # format errors before anything else, cached or not
-        key = cache_key("page", url, request.css_selector, request.exclude_selector, request.locale)
+        parts: tuple[str | None, ...] = (url, request.css_selector, request.exclude_selector, request.locale)
+        if request.wait_for_selector:  # appended only when set, so plain reads keep their keys
+            parts += (f"wait:{request.wait_for_selector}",)
+        key = cache_key("page", *parts)
         entry = self.cache.get(key) if self.cache else None
         now = self.cache.clock() if self.cache else self.clock()
         if entry is not None and not request.bypass_cache and entry.fresh(now):
             # A cached page was read under some policy; this caller's allow-list still applies.
             self.guard.check(url, policy.web.domains)
             return WebReadResult(**entry.value, cached=True)
+        if request.wait_for_selector:
+            return self._render_one(url, key, now, policy, request)
         conditional = None
         if entry is not None and entry.revalidatable and not request.bypass_cache:
             conditional = Conditional(etag=entry.etag, last_modified=entry.last_modified)
@@ -241,6 +254,45 @@ class WebService:
                 css_selector=request.css_selector,
                 exclude_selector=request.exclude_selector,
             )
+        return self._store(key, url, extracted, now, etag=fetched.etag, last_modified=fetched.last_modified)
+
+    def _render_one(
+        self, url: str, key: str, now: float, policy: Policy, request: WebReadRequest
+    ) -> WebReadResult:
+        """The page as the browser shows it once `wait_for_selector` appeared, then the same
+        extraction as a plain read. The browser fetches through `self.fetcher` only."""
+        if self.renderer is None or not request.wait_for_selector:
+            raise BrowserUnavailable()
+        rendered = self.renderer.render(
+            url,
+            fetcher=self.fetcher,
+            wait_for_selector=request.wait_for_selector,
+            timeout=min(request.timeout, self.config.max_timeout_seconds),
+            allowed_domains=policy.web.domains,
+            locale=request.locale,
+        )
+        if len(rendered.html.encode("utf-8", "replace")) > self.config.max_page_bytes:
+            raise ContentTooLarge(f"the rendered page is larger than {self.config.max_page_bytes} bytes")
+        extracted = extract(
+            rendered.html,
+            url=rendered.url,
+            css_selector=request.css_selector,
+            exclude_selector=request.exclude_selector,
+        )
+        # No validators: an app's HTML shell keeps its ETag while the content its scripts load
+        # changes, so a rendered page is only fresh or gone (after page_cache_seconds).
+        return self._store(key, url, extracted, now)
+
+    def _store(
+        self,
+        key: str,
+        url: str,
+        extracted: Extracted,
+        now: float,
+        *,
+        etag: str | None = None,
+        last_modified: str | None = None,
+    ) -> WebReadResult:
         value = {
             "url": url,
             "status": "success",
@@ -251,34 +303,8 @@ class WebService:
             "token_count": extracted.token_count,
         }
         if self.cache is not None:
-            self.cache.put(
-                key,
-                value,
-                self.config.page_cache_seconds,
-                etag=fetched.etag,
-                last_modified=fetched.last_modified,
-            )
+            self.cache.put(key, value, self.config.page_cache_seconds, etag=etag, last_modified=last_modified)
         return WebReadResult(**value, cached=False)
-
-
-_build_lock = threading.Lock()
-
-
-def web_service(s: Services) -> WebService:
-    """The process's WebService, built once from the settings (container.Services.web, later)."""
-    existing = getattr(s, "web", None) or s.__dict__.get("_web_service")
-    if existing is not None:
-        return existing  # type: ignore[no-any-return]
-    with _build_lock:
-        if "_web_service" not in s.__dict__:
-            config = WebConfig.from_settings(s.settings)
-            s.__dict__["_web_service"] = WebService(
-                config,
-                counters=s.counters,
-                cache=WebCache(s.aws.dynamodb.Table(_WEB_CACHE_SHAPE.physical_name(s.settings.stage))),
-                provider=make_provider(config.search_provider, config.search_base_url, config.search_api_key),
-            )
-        return s.__dict__["_web_service"]  # type: ignore[no-any-return]
 
 
 def require_web(policy: Policy) -> None:
@@ -297,18 +323,9 @@ def spec001_code(error: CitegateError) -> str:
     return error_code(error, "chat")
 
 
-def web_resolver() -> APIGatewayHttpResolver:
-    """The resolver of the spec 001 web routes: errors carry spec 001's codes."""
-    from citegate.http.api import make_resolver
-
-    return make_resolver("chat")
-
-
 __all__ = [
     "WebConfig",
     "WebService",
     "require_web",
     "spec001_code",
-    "web_resolver",
-    "web_service",
 ]

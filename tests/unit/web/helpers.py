@@ -29,7 +29,9 @@ class LoopbackTransport(httpx.BaseTransport):
         return self.inner.handle_request(request)
 
     def close(self) -> None:
-        self.inner.close()
+        # Every httpx.Client closes its transport on exit, and the browser's fetches share this
+        # one concurrently: the connection pool lives as long as the test instead.
+        pass
 
 
 def public_resolver(host: str, port: int) -> list[str]:

@@ -34,6 +34,62 @@ are in this sentence, which is long enough for the extractor to keep it.</p>
 <p>&lt;script&gt;alert('escaped')&lt;/script&gt; appears as text in this paragraph of the page.</p>
 </div></body></html>"""
 
+# A single-page app: the shell says "Loading", the article arrives from /spa-data after a delay.
+SPA = """<!doctype html><html><head><title>Late App</title></head><body>
+<div id="app"><p>Loading...</p></div><script src="/spa.js"></script></body></html>"""
+SPA_JS = """setTimeout(function () {
+  fetch("/spa-data").then(function (r) { return r.json(); }).then(function (data) {
+    document.getElementById("app").innerHTML = '<article id="story"><h1>' + data.heading + '</h1>'
+      + data.paragraphs.map(function (p) { return "<p>" + p + "</p>"; }).join("")
+      + '<p class="promo">Subscribe to our newsletter for more stories like this one today.</p>'
+      + '<p onclick="steal()">A <a href="javascript:alert(1)">script link</a> sits in this rendered'
+      + ' sentence, which is long enough for the extractor to keep it.</p></article>';
+  });
+}, %(delay)d);"""
+SPA_DATA = {
+    "heading": "Rendered after a delay",
+    "paragraphs": [
+        "This paragraph was not in the HTML the server sent: a script inserted it into the page.",
+        "A reader that does not run scripts sees only the loading message, never these sentences.",
+    ],
+}
+# Scripts and tags that try to reach internal addresses from inside the browser.
+SSRF = """<!doctype html><html><head><title>Probe</title>
+<link rel="stylesheet" href="http://10.0.0.8/style.css"></head><body>
+<img src="http://169.254.169.254/latest/meta-data/iam.png"><iframe src="http://10.0.0.8/"></iframe>
+<script src="http://[fd00:ec2::254]/x.js"></script>
+<div id="results"></div><script>
+var targets = [
+  "http://169.254.169.254/latest/meta-data/",
+  "http://10.0.0.8/",
+  "http://internal.test/",
+  "http://127.0.0.1:%(port)d/article",
+  "http://[::ffff:127.0.0.1]:%(port)d/article",
+  "/redirect?to=http://169.254.169.254/latest/meta-data/",
+  "/redirect?to=http://127.0.0.1:%(port)d/article",
+  "/spa-data"
+];
+try { new WebSocket("ws://10.0.0.8/socket"); } catch (e) {}
+Promise.allSettled(targets.map(function (t) { return fetch(t).then(function (r) { return r.text(); }); }))
+  .then(function (results) {
+    var items = results.map(function (r, i) { return "<li>target " + i + " " + r.status + "</li>"; });
+    document.getElementById("results").innerHTML =
+      '<article id="done"><h1>Probe results</h1><ul>' + items.join("") + "</ul></article>";
+  });
+</script></body></html>"""
+# The page's own script navigates to an internal address (through a redirect).
+NAVIGATES = """<!doctype html><html><head><title>Leaving</title></head><body><p>Leaving soon.</p>
+<script>setTimeout(function () {
+  location.href = "/redirect?to=http://169.254.169.254/latest/meta-data/";
+}, 100);</script></body></html>"""
+
+# A few hundred bytes of HTML whose script grows the DOM past any small cap.
+GROWS = """<!doctype html><html><head><title>Grows</title></head><body><script>
+var rows = [];
+for (var i = 0; i < %(rows)d; i++) { rows.push("<p>Row " + i + " of a page that grows in the browser.</p>"); }
+document.body.insertAdjacentHTML("beforeend", '<article id="grown">' + rows.join("") + "</article>");
+</script></body></html>"""
+
 
 class State:
     def __init__(self) -> None:
@@ -76,6 +132,20 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 self._send(200, ARTICLE.encode())
             elif path == "/scripts":
                 self._send(200, SCRIPTS.encode())
+            elif path == "/spa":
+                self._send(200, SPA.encode())
+            elif path == "/spa.js":
+                delay = int(query.get("delay", ["400"])[0])
+                self._send(200, (SPA_JS % {"delay": delay}).encode(), "application/javascript")
+            elif path == "/spa-data":
+                self._send(200, json.dumps(SPA_DATA).encode(), "application/json")
+            elif path == "/ssrf":
+                self._send(200, (SSRF % {"port": self.server.server_address[1]}).encode())
+            elif path == "/grows":
+                rows = int(query.get("rows", ["10"])[0])
+                self._send(200, (GROWS % {"rows": rows}).encode())
+            elif path == "/navigates":
+                self._send(200, NAVIGATES.encode())
             elif path == "/text":
                 self._send(200, b"Plain notes\n\nJust text, no markup at all.", "text/plain; charset=utf-8")
             elif path == "/latin1":
@@ -173,6 +243,11 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 self._send(200, b"<html>not json</html>", "application/json")
             elif path == "/failing/search":
                 self._send(502, b"bad gateway")
+            elif path == "/limited/search":
+                self._send(429, b"slow down", Retry_After="42")
+            elif path == "/slow/search":
+                time.sleep(float(query.get("s", ["3"])[0]))
+                self._send(200, b'{"results": []}', "application/json")
             else:
                 self._send(404, b"no such page")
 

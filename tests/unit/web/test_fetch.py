@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from tests.unit.web.helpers import PUBLIC_IP, LoopbackTransport, public_resolver
 from tests.unit.web.pages import State
@@ -140,3 +142,64 @@ def test_charsets(site: tuple[str, State]) -> None:
     assert decode("<meta charset='gbk'>中文".encode("gbk"), "text/html") == "<meta charset='gbk'>中文"
     assert decode(b"\xef\xbb\xbfhello", "text/html") == "hello"
     assert decode("café".encode("cp1252"), "text/html") == "café"
+
+
+# -- the browser's requests (Fetcher.fetch_resource) ----------------------------------------------
+
+
+def soon(seconds: float = 5) -> float:
+    return time.monotonic() + seconds
+
+
+def test_a_subresource_follows_checked_redirects_and_keeps_its_status_and_type(
+    site: tuple[str, State],
+) -> None:
+    base, _ = site
+    fetcher, transport = public_fetcher(base)
+    data = fetcher.fetch_resource("http://public.test/redirect?to=/spa-data", deadline=soon())
+    assert data.status == 200 and data.location is None and data.url == "http://public.test/spa-data"
+    assert b"Rendered after a delay" in data.body and ("content-type", "application/json") in data.headers
+    missing = fetcher.fetch_resource("http://public.test/missing", deadline=soon())
+    assert missing.status == 404 and missing.body == b"not here"  # the page's script decides
+    assert not any(k.lower() == "content-length" for k, _ in missing.headers)
+    with pytest.raises(UrlNotAccessible):
+        fetcher.fetch_resource("http://public.test/redirect?to=http://169.254.169.254/", deadline=soon())
+    assert set(transport.connected) == {PUBLIC_IP}
+
+
+def test_the_page_itself_gets_its_redirect_back_already_checked(site: tuple[str, State]) -> None:
+    base, state = site
+    fetcher, transport = public_fetcher(base)
+    hop = fetcher.fetch_resource("http://public.test/redirect?to=/article", deadline=soon(), document=True)
+    assert hop.location == "http://public.test/article" and hop.body == b""
+    assert "/article" not in state.hits  # the browser asks for it next, through the route again
+    with pytest.raises(UrlNotAccessible):
+        fetcher.fetch_resource(
+            "http://public.test/redirect?to=http://[::ffff:10.0.0.1]/", deadline=soon(), document=True
+        )
+    with pytest.raises(UrlNotAccessible, match="404"):
+        fetcher.fetch_resource("http://public.test/missing", deadline=soon(), document=True)
+    with pytest.raises(UnsupportedContent):
+        fetcher.fetch_resource("http://public.test/pdf", deadline=soon(), document=True)
+    assert set(transport.connected) == {PUBLIC_IP}
+
+
+def test_the_browsers_requests_have_the_cap_the_deadline_and_the_allow_list(site: tuple[str, State]) -> None:
+    base, state = site
+    fetcher, _ = public_fetcher(base)
+    with pytest.raises(ContentTooLarge):
+        fetcher.fetch_resource("http://public.test/big", deadline=soon(10))
+    with pytest.raises(WebTimeout):
+        fetcher.fetch_resource("http://public.test/slow?s=3", deadline=soon(0.5))
+    with pytest.raises(UrlNotAccessible, match="allow-list"):
+        fetcher.fetch_resource("http://public.test/article", deadline=soon(), allowed_domains=["docs.test"])
+    sent = fetcher.fetch_resource(
+        "http://public.test/article",
+        deadline=soon(),
+        locale="de-DE",
+        headers={"Accept": "text/css", "User-Agent": "HeadlessChrome", "Host": "evil.test", "X-App": "1"},
+    )
+    seen = state.headers["/article"]
+    assert sent.status == 200 and seen["host"] == "public.test" and seen["accept"] == "text/css"
+    assert seen["user-agent"].startswith("citegate") and seen["x-app"] == "1"
+    assert seen["accept-language"].startswith("de-DE")

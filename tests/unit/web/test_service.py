@@ -45,12 +45,13 @@ def test_many_urls_each_with_its_status_and_code(site: tuple[str, State]) -> Non
         f"{base}/article",
         "ftp://example.com/x",
         f"{base}/missing",
-        f"{base}/slow?s=2",
+        f"{base}/slow?s=6",
         f"{base}/pdf",
         f"{base}/big",
         "http://169.254.169.254/latest/meta-data/",
     ]
-    response = read(web, urls, timeout=0.7, max_concurrent=7)
+    # 2 s: long enough for the quick pages on a loaded machine, well short of the slow one.
+    response = read(web, urls, timeout=2, max_concurrent=7)
     by_url = {r.url: r for r in response.results}
     assert [r.url for r in response.results] == urls  # order kept
     assert by_url[urls[0]].status == "success" and by_url[urls[0]].title == "Citegate Field Notes"
@@ -201,6 +202,14 @@ def test_search_failures(site: tuple[str, State]) -> None:
     down, _, _ = service(SearxngSearch("http://127.0.0.1:9"))
     with pytest.raises(WebSearchFailed):
         down.search(USER, POLICY, WebSearchRequest(query="x"))
+    limited, _, _ = service(SearxngSearch(f"{base}/limited"))
+    with pytest.raises(WebSearchFailed) as upstream:
+        limited.search(USER, POLICY, WebSearchRequest(query="x"))
+    assert upstream.value.details == {"provider": "searxng", "retry_after": 42}
+    slow, _, _ = service(SearxngSearch(f"{base}/slow"))
+    with pytest.raises(WebTimeout) as late:
+        slow.search(USER, POLICY, WebSearchRequest(query="x", timeout=0.5))
+    assert spec001_code(late.value) == "TIMEOUT_ERROR"
     assert make_provider(None, None, None) is None and make_provider("jina", None, "k") is None
 
 

@@ -1,0 +1,21 @@
+"""POST /api/v1/agent/chats: a new chat of the caller's own (spec 001 3.1.1)."""
+
+from citegate.container import services
+from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+
+app = make_resolver("chat")
+
+
+@app.post("/api/v1/agent/chats")
+def create_chat_route():  # type: ignore[no-untyped-def]
+    from citegate.chats.service import IDEMPOTENCY_HEADER, create_chat, idempotency_key
+    from citegate.models.chats import ChatCreateBody
+
+    call = govern(app, "chat")
+    body = parse_body(app, ChatCreateBody, allow_empty=True)
+    key = idempotency_key(app.current_event.headers.get(IDEMPOTENCY_HEADER))
+    chat = create_chat(services(), call.principal, body.title, key)
+    return json_response(201, chat.model_dump())
+
+
+lambda_handler = http_handler(app, family="chat")

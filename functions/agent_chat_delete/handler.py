@@ -1,0 +1,18 @@
+"""DELETE /api/v1/agent/chats/{chat_id}: one of the caller's chats, with all its messages."""
+
+from citegate.container import services
+from citegate.http.api import govern, http_handler, json_response, make_resolver
+
+app = make_resolver("chat")
+
+
+@app.delete("/api/v1/agent/chats/<chat_id>")
+def delete_chat_route(chat_id: str):  # type: ignore[no-untyped-def]
+    from citegate.chats.service import delete_chat
+
+    call = govern(app, "chat")
+    delete_chat(services(), call.principal, chat_id)
+    return json_response(200, {"id": chat_id, "deleted": True})
+
+
+lambda_handler = http_handler(app, family="chat")
