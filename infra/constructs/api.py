@@ -11,11 +11,15 @@ An HTTP API route takes one authorizer, so:
 - the agent API routes the same paths with IAM authorization: SigV4-signed agents, whose IAM
   principal the handler maps to an agent identity.
 `GET /healthz` is open on both. Both stages have default route throttling and JSON access logs.
+
+The APIs, their stages and the authorizer are here, in the top-level stack; each route (with its
+integration and invoke permission) is made by `add_routes` in the nested stack of its function.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -69,6 +73,12 @@ def camel(name: str) -> str:
     return "".join(part.title() for part in name.replace("-", "_").split("_"))
 
 
+def route_id(route: routes.Route) -> str:
+    """A construct id from the route key: POST /v1/kb/{kb_id}/ask -> PostV1KbKbIdAsk."""
+    words = re.findall(r"[A-Za-z0-9]+", f"{route.method.lower()} {route.path}".replace("_", " "))
+    return "".join(word.title() for word in words)
+
+
 class Api(Construct):
     def __init__(
         self,
@@ -107,10 +117,6 @@ class Api(Construct):
             "clients updated together, so it is rotated on purpose, not by a schedule.",
         )
 
-        self.functions: dict[str, EndpointFunction] = {}
-        for route in routes.ROUTES:
-            if route.function not in self.functions:
-                self.functions[route.function] = make_function(self, route.function)
         self.authorizer_function = make_function(
             self,
             routes.AUTHORIZER_FUNCTION,
@@ -122,7 +128,8 @@ class Api(Construct):
                 actions=["secretsmanager:GetSecretValue"], resources=[self.api_token.secret_arn]
             )
         )
-        principal_authorizer = authorizers.HttpLambdaAuthorizer(
+        # Bound to the public API (in this stack) when the first route uses it.
+        self.principal_authorizer = authorizers.HttpLambdaAuthorizer(
             "PrincipalAuthorizer",
             self.authorizer_function.function,
             authorizer_name=f"{prefix}-principal",
@@ -130,8 +137,8 @@ class Api(Construct):
             identity_source=[],
             results_cache_ttl=Duration.seconds(0),
         )
-        iam_authorizer = authorizers.HttpIamAuthorizer()
-        open_route = apigwv2.HttpNoneAuthorizer()
+        self.iam_authorizer = authorizers.HttpIamAuthorizer()
+        self.open_route = apigwv2.HttpNoneAuthorizer()
 
         self.public_api = apigwv2.HttpApi(
             self,
@@ -182,37 +189,6 @@ class Api(Construct):
         )
 
         self.routes: dict[str, dict[str, apigwv2.HttpRoute]] = {"public": {}, "agent": {}}
-        integrations_by_api: dict[tuple[str, str], integrations.HttpLambdaIntegration] = {}
-        for route in routes.ROUTES:
-            function = self.functions[route.function].function
-            for door, api in (("public", self.public_api), ("agent", self.agent_api)):
-                key = (door, route.function)
-                if key not in integrations_by_api:
-                    integrations_by_api[key] = integrations.HttpLambdaIntegration(
-                        f"{door.title()}{camel(route.function)}Integration",
-                        function,
-                        payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
-                    )
-                if route.auth == "none":
-                    authorizer: apigwv2.IHttpRouteAuthorizer = open_route
-                elif door == "public":
-                    authorizer = principal_authorizer
-                else:
-                    authorizer = iam_authorizer
-                (created,) = api.add_routes(
-                    path=route.path,
-                    methods=[apigwv2.HttpMethod[route.method]],
-                    integration=integrations_by_api[key],
-                    authorizer=authorizer,
-                )
-                self.routes[door][route.route_key] = created
-                if route.auth == "none":
-                    acknowledge(
-                        created,
-                        "AwsSolutions-APIG4",
-                        f"{route.route_key} is open by decision (PRODUCT.md: it answers without a "
-                        "token); it reports health only.",
-                    )
 
         CfnOutput(
             self,
@@ -232,6 +208,43 @@ class Api(Construct):
             value=self.api_token.secret_arn,
             description="Secrets Manager secret holding RAG_API_TOKEN",
         )
+
+    def add_routes(self, scope: Construct, function: EndpointFunction) -> None:
+        """The function's routes (routes.ROUTES) on both front doors, made in `scope` (the function's
+        nested stack): per door one integration, and per route the route and its invoke permission."""
+        integrations_by_door: dict[str, integrations.HttpLambdaIntegration] = {}
+        for route in routes.ROUTES:
+            if route.function != function.name:
+                continue
+            for door, api in (("public", self.public_api), ("agent", self.agent_api)):
+                if door not in integrations_by_door:
+                    integrations_by_door[door] = integrations.HttpLambdaIntegration(
+                        f"{door.title()}{camel(route.function)}Integration",
+                        function.function,
+                        payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+                    )
+                if route.auth == "none":
+                    authorizer: apigwv2.IHttpRouteAuthorizer = self.open_route
+                elif door == "public":
+                    authorizer = self.principal_authorizer
+                else:
+                    authorizer = self.iam_authorizer
+                created = apigwv2.HttpRoute(
+                    scope,
+                    f"{door.title()}{route_id(route)}",
+                    http_api=api,
+                    route_key=apigwv2.HttpRouteKey.with_(route.path, apigwv2.HttpMethod[route.method]),
+                    integration=integrations_by_door[door],
+                    authorizer=authorizer,
+                )
+                self.routes[door][route.route_key] = created
+                if route.auth == "none":
+                    acknowledge(
+                        created,
+                        "AwsSolutions-APIG4",
+                        f"{route.route_key} is open by decision (PRODUCT.md: it answers without a "
+                        "token); it reports health only.",
+                    )
 
     def _stage(
         self,

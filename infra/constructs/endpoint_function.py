@@ -10,6 +10,13 @@ prefixes it may get, put, delete or list, whether it may send to the ingestion q
 state machine, and how it uses the search domain. It was derived from the code paths in
 layers/citegate (stores, ingestion service and steps, knowledge bases, retrieval, answers) and the
 handlers; `grant_resources` turns it into IAM statements and nothing else grants anything.
+
+Nested stacks (CloudFormation allows 500 resources per stack; a function with one route is about
+ten: role, policy, log group, function, and per front door a route, an integration and a
+permission): every routed function lives in the nested stack of its group with its routes. The
+group follows from the route's path (`ROUTE_GROUPS`), or `FunctionSpec.group` says it. Adding an
+endpoint is one FUNCTION_SPECS entry (and its route in routes.py); `RESOURCE_BUDGET` fails the synth
+of any stack that outgrows it, naming the fix.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -41,7 +48,31 @@ TableAccess = Literal["read", "write", "put", "update"]
 SearchAccess = Literal["none", "read", "write", "admin"]
 ObjectAction = Literal["get", "put", "delete", "list"]
 # Extra dependency layers beyond shared + base (see infra/bundling.py).
-ExtraLayer = Literal["parsing", "answering", "embedder"]
+ExtraLayer = Literal["parsing", "answering", "embedder", "mcp"]
+# The nested stacks of endpoint functions (see the module doc).
+StackGroup = Literal["knowledge", "answers", "agents", "admin"]
+GROUP_DESCRIPTIONS: Mapping[StackGroup, str] = {
+    "knowledge": "spec 004 knowledge bases, documents, tasks, retrieval and ask; /v1/me, /healthz",
+    "answers": "spec 000 Answer API and agent tools, spec 002 knowledge entry",
+    "agents": "spec 001 agent chats and web tools, spec 003 dual-agent query, MCP",
+    "admin": "policies, agent credentials, audit, feedback administration",
+}
+# A route's path -> its function's nested stack (the longest matching prefix wins).
+ROUTE_GROUPS: Mapping[str, StackGroup] = {
+    "/healthz": "knowledge",
+    "/v1/": "knowledge",
+    "/answer/": "answers",
+    "/agent/tools/": "answers",
+    "/api/v1/knowledge/": "answers",
+    "/api/v1/agent/": "agents",
+    "/api/v1/web/": "agents",
+    "/api/v2/": "agents",
+    "/mcp": "agents",
+    "/admin/": "admin",
+}
+# Every stack (the top-level one and each nested one) must stay under this many resources: the
+# rest of CloudFormation's 500 is headroom (and parameters and outputs have limits of their own).
+RESOURCE_BUDGET = 300
 
 # Lambda's maximum for functions behind API Gateway HTTP APIs is bounded by the 30 s integration
 # timeout; 29 s leaves API Gateway time to return the function's own error.
@@ -60,6 +91,10 @@ class FunctionSpec:
     start_execution: bool = False
     search: SearchAccess = "none"
     layers: tuple[ExtraLayer, ...] = ()
+    # Functions (folders) this one may invoke with lambda:InvokeFunction, by name.
+    invokes: tuple[str, ...] = ()
+    # The nested stack (default: from the route's path, ROUTE_GROUPS).
+    group: StackGroup | None = None
 
 
 def _acts(*names: ObjectAction) -> frozenset[ObjectAction]:
@@ -88,6 +123,31 @@ def governed(description: str, **kw: object) -> FunctionSpec:
         tables={n: frozenset(a) for n, a in tables.items()},
         **kw,  # type: ignore[arg-type]
     )
+
+
+# The functions behind the MCP tools and /v1/me (citegate.mcp_server.TOOL_FUNCTIONS; a test checks
+# that the two agree): the only functions the /mcp function may invoke.
+MCP_TOOL_FUNCTIONS: tuple[str, ...] = (
+    "agent_ask",
+    "agent_create_feedback",
+    "agent_create_improvement_task",
+    "agent_get_context",
+    "agent_get_page",
+    "agent_search",
+    "document_delete",
+    "document_ingest",
+    "document_list",
+    "kb_ask",
+    "kb_create",
+    "kb_list",
+    "kb_reindex",
+    "kb_resolve_refs",
+    "kb_retrieve",
+    "me",
+    "task_get",
+    "web_read",
+    "web_search",
+)
 
 
 # What each function needs, from its code path in layers/citegate (stores, ingestion service and
@@ -221,6 +281,40 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         tables=_tables(web_cache="write"),
     ),
     "me": governed("GET /v1/me: the caller's principal and what its policy grants"),
+    # Spec 003's dual agent and spec 001's chats: retrieval rounds and a cited summary (offline or
+    # by a configured model), chats and their messages under their owner.
+    "query_v2": governed(
+        "POST /api/v2/query: retrieval rounds, document manager, streamed cited summary (SSE)",
+        memory_mb=2048,
+        tables=_tables(parents="read"),
+        search="read",
+        layers=("embedder", "answering"),
+    ),
+    "agent_chat_create": governed("POST /api/v1/agent/chats", tables=_tables(chats="read+write")),
+    "agent_chat_list": governed("GET /api/v1/agent/chats: the owner's chats", tables=_tables(chats="read")),
+    "agent_chat_get": governed("GET /api/v1/agent/chats/{chat_id}", tables=_tables(chats="read")),
+    "agent_chat_update": governed(
+        "PATCH /api/v1/agent/chats/{chat_id}: rename", tables=_tables(chats="read+write")
+    ),
+    "agent_chat_delete": governed(
+        "DELETE /api/v1/agent/chats/{chat_id}: the chat and its messages", tables=_tables(chats="read+write")
+    ),
+    "agent_chat_message": governed(
+        "POST /api/v1/agent/chats/{chat_id}/messages: a cited turn (JSON or SSE), web where allowed",
+        memory_mb=2048,
+        tables=_tables(chats="read+write", parents="read", web_cache="write"),
+        search="read",
+        layers=("embedder", "answering"),
+    ),
+    "agent_models_list": governed("GET /api/v1/agent/models: the models a caller may pick"),
+    # MCP over streamable HTTP: no data access of its own. Each tool call invokes the tool route's
+    # function with the caller's authorizer context, and that function authorizes and audits.
+    "mcp": FunctionSpec(
+        "POST /mcp: MCP server (stateless streamable HTTP); tools invoke their routes' functions",
+        memory_mb=512,
+        invokes=MCP_TOOL_FUNCTIONS,
+        layers=("mcp",),
+    ),
     "admin_policies_list": governed("GET /admin/policies"),
     "admin_policy_get": governed("GET /admin/policies/{principal_key}"),
     "admin_policy_put": governed("PUT /admin/policies/{principal_key}", tables=_tables(policies="write")),
@@ -339,6 +433,34 @@ def spec_for(name: str) -> FunctionSpec:
     raise KeyError(f"no FUNCTION_SPECS entry for {name!r}")
 
 
+def group_of(name: str) -> StackGroup:
+    """The nested stack of a routed function: its spec's group, else its routes' (they must agree)."""
+    spec = spec_for(name)
+    if spec.group is not None:
+        return spec.group
+    found: set[StackGroup] = set()
+    for route in routes.ROUTES:
+        if route.function != name:
+            continue
+        prefixes = [p for p in ROUTE_GROUPS if route.path == p or route.path.startswith(p)]
+        if not prefixes:
+            raise ValueError(
+                f"route {route.route_key} matches no ROUTE_GROUPS prefix: add one, or set "
+                f"FUNCTION_SPECS[{name!r}].group (infra/constructs/endpoint_function.py)"
+            )
+        found.add(ROUTE_GROUPS[max(prefixes, key=len)])
+    if len(found) != 1:
+        raise ValueError(
+            f"{name}: its routes fall in groups {sorted(found)}; set FUNCTION_SPECS[{name!r}].group"
+        )
+    return found.pop()
+
+
+def routed_functions() -> list[str]:
+    """Every routed function once, in the order of routes.ROUTES."""
+    return list(dict.fromkeys(route.function for route in routes.ROUTES))
+
+
 @dataclass(frozen=True)
 class FunctionSettings:
     """What every function shares: stage, architecture, logging and the common environment."""
@@ -369,6 +491,7 @@ class EndpointFunction(Construct):
         super().__init__(scope, construct_id)
         self.name = name
         self.spec = spec
+        self.stage = settings.stage
         self.function_name = resources.function_name(settings.stage, name)
         self.role = iam.Role(
             self,
@@ -476,6 +599,21 @@ class EndpointFunction(Construct):
             if state_machine is None:
                 raise ValueError(f"{self.name} needs the state machine")
             state_machine.grant_start_execution(self.role)
+        if self.spec.invokes:
+            stack = Stack.of(self)
+            # By name (every function's name is fixed): no reference to another stack's function.
+            arns = [
+                stack.format_arn(
+                    service="lambda",
+                    resource="function",
+                    resource_name=resources.function_name(self.stage, target),
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+                for target in self.spec.invokes
+            ]
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=arns)
+            )
 
 
 _SINGLE_ACTIONS: Mapping[str, str] = {"put": "dynamodb:PutItem", "update": "dynamodb:UpdateItem"}

@@ -3,7 +3,7 @@
 The state machine is `citegate/ingest/ingestion.asl.json`, the very file the local stack runs in
 moto: its `${...FunctionArn}` placeholders are filled by Step Functions' definition substitutions
 with the ARNs of the functions `resources.INGESTION_STEP_FUNCTIONS` names. The consumer starts one
-execution per queued task (named after the task) and reports partial batch failures.
+execution per SQS batch (named after the batch's tasks) and reports partial batch failures.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 
 from citegate import resources, routes
+from citegate.ingest import consumer
 from constructs import Construct
 from infra.constructs import acknowledge_wildcards
 from infra.constructs.endpoint_function import EndpointFunction
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
-CONSUMER_BATCH_SIZE = 10
-# An ingestion of one document: parse, chunk, embed (up to 15 min), index, finalize, with retries.
+CONSUMER_BATCH_SIZE = consumer.BATCH_SIZE
+# An ingestion of one batch: parse, chunk, embed (up to 15 min), index, finalize, with retries.
 EXECUTION_TIMEOUT = Duration.hours(2)
 
 MakeFunction = Callable[..., EndpointFunction]
@@ -79,9 +80,9 @@ class Ingestion(Construct):
                 placeholder: fn.function.function_arn for placeholder, fn in self.steps.items()
             },
             tracing_enabled=True,
-            # Execution data is ids and S3 keys only (steps exchange keys under work/, never text).
+            # Steps pass small batches' text inline, so execution data stays out of the logs.
             logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
             ),
             timeout=EXECUTION_TIMEOUT,
             removal_policy=removal_policy,
@@ -104,5 +105,10 @@ class Ingestion(Construct):
 
         self.consumer = make_function(self, routes.INGEST_CONSUMER_FUNCTION, state_machine=self.state_machine)
         self.consumer.function.add_event_source(
-            events.SqsEventSource(queue, batch_size=CONSUMER_BATCH_SIZE, report_batch_item_failures=True)
+            events.SqsEventSource(
+                queue,
+                batch_size=CONSUMER_BATCH_SIZE,
+                max_batching_window=Duration.seconds(consumer.BATCHING_WINDOW_SECONDS),
+                report_batch_item_failures=True,
+            )
         )

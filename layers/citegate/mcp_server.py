@@ -1,14 +1,23 @@
-"""citegate as an MCP server: a thin adapter over the HTTP API, on the official MCP Python SDK.
+"""citegate as an MCP server: a thin adapter over the HTTP routes, on the official MCP Python SDK.
 
-Every tool call becomes the matching HTTP request (routes.py names the route and its policy tool)
-to a configured base URL with the caller's credentials, so principals, policy and audit are exactly
-the HTTP ones; nothing is decided here that the server would not decide the same way. Tool input
+Every tool is one route of routes.py (its policy tool is the route's), and a tool call is that
+route's request made with the caller's own identity, so principals, policy and audit are exactly
+the HTTP ones: nothing is decided here that the route would not decide the same way. Tool input
 schemas are the route's own pydantic request models (plus path parameters), so MCP and HTTP accept
-the same arguments. Results carry the HTTP JSON as structured content and a short text rendering
-with numbered citations; an HTTP error becomes a tool error carrying the HTTP error body.
+the same arguments. Results carry the route's JSON as structured content and a short text rendering
+with numbered citations; an error answer becomes a tool error carrying the route's error body.
 
-Transports: stdio (`citegate mcp --stdio`, identity from configuration) and stateless streamable
-HTTP (`create_streamable_http_app()`, identity from each request's own Authorization header).
+How a call reaches its route (a `Backend`):
+- `HttpBackend`: an HTTP request to a citegate URL with configured credentials (stdio: token or
+  SigV4) or the MCP caller's own Authorization header (`create_streamable_http_app`).
+- `InvokeBackend`: inside the `POST /mcp` route (functions/mcp), the route's function is invoked
+  with a payload-2.0 event that carries the front door's verdict on this caller
+  (`requestContext.authorizer`: the Lambda authorizer's context or the verified SigV4 identity)
+  unchanged, as API Gateway would hand it over. That works for SigV4 callers too, whose signature
+  covers `/mcp` and could not be forwarded to another path.
+
+Listing: `GET /v1/me` (through the same backend) names the tools the caller's policy grants; only
+those are listed, and a call to another one is refused by its route with forbidden_tool.
 """
 
 from __future__ import annotations
@@ -17,10 +26,11 @@ import base64
 import json
 import os
 import time
-from collections.abc import Callable, MutableMapping
+import uuid
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx
@@ -36,12 +46,13 @@ from citegate.models.documents import DocumentMetadata, IngestRequest
 from citegate.models.feedback import FeedbackBody, ImprovementTaskBody
 from citegate.models.kb import KB_ID_PATTERN, CreateKbRequest
 from citegate.models.retrieval import AskRequest, ResolveRefsRequest, RetrieveRequest
+from citegate.models.web import WebReadRequest, WebSearchRequest
 
 SERVER_NAME = "citegate"
-# The route that tells a caller which tools its policy grants; listing falls back to every tool
-# while the server does not have it (404).
+# The route that tells a caller which tools its policy grants.
 ME_PATH = "/v1/me"
 ME_CACHE_SECONDS = 60.0
+MCP_PATH = "/mcp"
 
 
 class _NoArgs(BaseModel):
@@ -242,9 +253,36 @@ LOCAL_FILE_TOOL = ToolSpec(
     "confined to its ingest folder). Returns a task_id.",
     ("kb_id",),
 )
-ALL_TOOLS: dict[str, ToolSpec] = {t.name: t for t in (*TOOLS, LOCAL_FILE_TOOL)}
+# Spec 001's web tools (their routes answer in the spec's "chat" error family).
+WEB_TOOLS: tuple[ToolSpec, ...] = (
+    _spec(
+        "web_search",
+        "POST",
+        "/api/v1/web/search",
+        WebSearchRequest,
+        "Search the web through the configured provider: ranked results with title, url and snippet. "
+        "Counted against the caller's web quota; the policy's web grant applies.",
+    ),
+    _spec(
+        "web_read",
+        "POST",
+        "/api/v1/web/read",
+        WebReadRequest,
+        "Read one web page or a list of them as Markdown (address-checked, size-capped, cached), with "
+        "optional css_selector / exclude_selector.",
+    ),
+)
+ALL_TOOLS: dict[str, ToolSpec] = {t.name: t for t in (*TOOLS, *WEB_TOOLS, LOCAL_FILE_TOOL)}
 # The local-file tool is granted by the same policy tool as rag_ingest (same route).
-POLICY_TOOL = {**{t.name: t.name for t in TOOLS}, LOCAL_FILE_TOOL.name: "rag_ingest"}
+POLICY_TOOL = {**{t.name: t.name for t in (*TOOLS, *WEB_TOOLS)}, LOCAL_FILE_TOOL.name: "rag_ingest"}
+# The functions behind the tools (and /v1/me): what the /mcp function may invoke
+# (infra's FUNCTION_SPECS["mcp"].invokes must list exactly these; a test checks it).
+TOOL_FUNCTIONS: frozenset[str] = frozenset(
+    route.function
+    for route in routes.ROUTES
+    for spec in (*ALL_TOOLS.values(), ToolSpec("me", "GET", ME_PATH, _NoArgs, "", has_body=False))
+    if route.method == spec.method and route.path == spec.path
+)
 
 
 @dataclass
@@ -266,9 +304,66 @@ class AdapterConfig:
         )
 
 
-def _caller_headers(
-    config: AdapterConfig, ctx: ServerRequestContext[Any, Any] | None
-) -> Callable[[str, str, bytes], dict[str, str]]:
+# --- backends: how a tool call reaches its route ----------------------------------------------------
+
+
+class BackendUnavailable(Exception):
+    """The route could not be reached or its function failed without answering."""
+
+
+class Backend(Protocol):
+    @property
+    def read_local_files(self) -> bool:
+        """Whether rag_ingest_local_file reads the file here (stdio) or passes its path on."""
+        ...
+
+    async def request(
+        self, method: str, path: str, body: dict[str, Any] | None
+    ) -> tuple[int, dict[str, Any]]:
+        """The route's status and JSON body; raises BackendUnavailable when there is no answer."""
+        ...
+
+    def listing_cache(self) -> tuple[dict[str, tuple[float, frozenset[str] | None]], str] | None:
+        """Where to cache this caller's granted tools, and under which key (None: do not cache)."""
+        ...
+
+
+Signer = Callable[[str, str, bytes], dict[str, str]]
+
+
+@dataclass
+class HttpBackend:
+    config: AdapterConfig
+    sign: Signer
+
+    @property
+    def read_local_files(self) -> bool:
+        return self.config.read_local_files
+
+    async def request(
+        self, method: str, path: str, body: dict[str, Any] | None
+    ) -> tuple[int, dict[str, Any]]:
+        url = f"{self.config.url}{path}"
+        content = encode(body)
+        try:
+            headers = {"Content-Type": "application/json", **self.sign(method, url, content)}
+            async with httpx.AsyncClient(timeout=self.config.timeout) as http:
+                response = await http.request(method, url, content=content, headers=headers)
+        except httpx.HTTPError as error:
+            raise BackendUnavailable(f"{self.config.url} is unreachable: {error}") from error
+        return response.status_code, parse_body(response)
+
+    def listing_cache(self) -> tuple[dict[str, tuple[float, frozenset[str] | None]], str] | None:
+        if self.config.credentials is not None and self.config.credentials.sigv4:
+            key = "sigv4"  # a signature changes per request; the identity does not
+        else:
+            key = json.dumps(
+                self.sign("GET", f"{self.config.url}{ME_PATH}", b"").get("Authorization", "")[:200]
+            )
+        return self.config._me_cache, key
+
+
+def _caller_headers(config: AdapterConfig, ctx: ServerRequestContext[Any, Any] | None) -> Signer:
     """How to authenticate the backend request: configured credentials, or the MCP caller's own."""
     if config.credentials is not None:
         return config.credentials.headers
@@ -284,40 +379,162 @@ def _caller_headers(
     return forward
 
 
-async def _http(
-    config: AdapterConfig,
-    sign: Callable[[str, str, bytes], dict[str, str]],
-    method: str,
-    path: str,
-    body: dict[str, Any] | None,
-) -> tuple[int, dict[str, Any]]:
-    url = f"{config.url}{path}"
-    content = encode(body)
-    headers = {"Content-Type": "application/json", **sign(method, url, content)}
-    async with httpx.AsyncClient(timeout=config.timeout) as http:
-        response = await http.request(method, url, content=content, headers=headers)
-    return response.status_code, parse_body(response)
+# (function folder, payload-2.0 event) -> what the function returned (a payload-2.0 response).
+Invoker = Callable[[str, dict[str, Any]], Any]
+# Headers a tool's function may read about the request (never the credentials: the front door's
+# verdict travels in requestContext.authorizer).
+FORWARDED_HEADERS = frozenset(
+    {
+        "user-agent",
+        "x-forwarded-for",
+        "x-forwarded-proto",
+        "x-forwarded-port",
+        "x-request-id",
+        "accept-language",
+    }
+)
 
 
-async def allowed_tools(
-    config: AdapterConfig, ctx: ServerRequestContext[Any, Any] | None
-) -> frozenset[str] | None:
-    """The tools the caller's policy grants, from GET /v1/me; None when unknown (list everything)."""
-    sign = _caller_headers(config, ctx)
-    cache_key = json.dumps(sign("GET", f"{config.url}{ME_PATH}", b"").get("Authorization", "")[:200])
-    if config.credentials is not None and config.credentials.sigv4:
-        cache_key = "sigv4"  # a signature changes per request; the identity does not
-    cached = config._me_cache.get(cache_key)
-    if cached and time.monotonic() - cached[0] < ME_CACHE_SECONDS:
-        return cached[1]
+def route_event(
+    source: Mapping[str, Any], route: routes.Route, path: str, params: Mapping[str, str], body: bytes
+) -> dict[str, Any]:
+    """The payload-2.0 event API Gateway would send `route`'s function for this call, made from the
+    /mcp request's own event: same caller (authorizer), source IP, stage and API."""
+    context = dict(source.get("requestContext") or {})
+    http = dict(context.get("http") or {})
+    headers = {
+        k.lower(): str(v) for k, v in (source.get("headers") or {}).items() if k.lower() in FORWARDED_HEADERS
+    }
+    headers["content-type"] = "application/json"
+    request_id = f"{context.get('requestId') or 'mcp'}-{uuid.uuid4().hex[:12]}"
+    http.update(method=route.method, path=path)
+    context.update(http=http, requestId=request_id, routeKey=route.route_key)
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route.route_key,
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": headers,
+        "requestContext": context,
+        "isBase64Encoded": False,
+    }
+    if params:
+        event["pathParameters"] = dict(params)
+    if body:
+        event["body"] = body.decode()
+    return event
+
+
+def response_of(result: Any) -> tuple[int, dict[str, Any]]:
+    """A function's payload-2.0 answer as (status, JSON body)."""
+    if not isinstance(result, dict) or "statusCode" not in result:
+        # A payload-2.0 integration may return a bare JSON value: API Gateway answers it as 200.
+        return 200, result if isinstance(result, dict) else {"value": result}
+    raw = result.get("body") or ""
+    text = base64.b64decode(raw).decode() if result.get("isBase64Encoded") else str(raw)
     try:
-        status, body = await _http(config, sign, "GET", ME_PATH, None)
-    except (httpx.HTTPError, Exception):  # listing must not fail because a probe did
+        body = json.loads(text) if text else {}
+    except ValueError:
+        body = {"error": "http_error", "message": text[:500]}
+    return int(result["statusCode"]), body if isinstance(body, dict) else {"value": body}
+
+
+@dataclass
+class InvokeBackend:
+    """Inside the /mcp function: each call invokes the route's own function (see the module doc)."""
+
+    event: Mapping[str, Any]
+    invoke: Invoker
+    read_local_files: bool = False  # the caller's files are not on this machine
+
+    async def request(
+        self, method: str, path: str, body: dict[str, Any] | None
+    ) -> tuple[int, dict[str, Any]]:
+        matched = routes.match(method, path)
+        if matched is None:
+            return 404, {"error": "not_found", "message": f"no route for {method} {path}"}
+        route, params = matched
+        event = route_event(self.event, route, path, params, encode(body))
+        try:
+            result = await anyio.to_thread.run_sync(self.invoke, route.function, event)
+        except Exception as error:  # an unhandled error or timeout of the function: no answer
+            raise BackendUnavailable(f"{route.route_key} failed: {type(error).__name__}: {error}") from error
+        return response_of(result)
+
+    def listing_cache(self) -> None:
+        return None  # one /mcp request, one listing
+
+
+class FunctionError(Exception):
+    """A Lambda invocation that ended in an unhandled error."""
+
+
+def lambda_invoker(stage: str, region: str | None = None) -> Invoker:
+    """Invoke the stage's functions by name (citegate-<stage>-<function>) with boto3, built on first use."""
+    from citegate import resources
+
+    client: Any = None
+
+    def invoke(function: str, event: dict[str, Any]) -> Any:
+        nonlocal client
+        if client is None:
+            import boto3
+            from botocore.config import Config
+
+            # Under the tools' own 29 s API timeout; no retries: a tool call is not idempotent.
+            config = Config(
+                read_timeout=30, connect_timeout=5, retries={"max_attempts": 1, "mode": "standard"}
+            )
+            client = boto3.client("lambda", region_name=region, config=config)
+        answer = client.invoke(
+            FunctionName=resources.function_name(stage, function), Payload=json.dumps(event)
+        )
+        payload = json.loads(answer["Payload"].read() or b"null")
+        if answer.get("FunctionError"):
+            message = payload.get("errorMessage") if isinstance(payload, dict) else payload
+            raise FunctionError(f"{function}: {message}")
+        return payload
+
+    return invoke
+
+
+def default_invoker() -> Invoker:
+    """AWS: Lambda Invoke. The local runtime: the same in-process call its gateway makes."""
+    from citegate.settings import get_settings
+
+    settings = get_settings()
+    if settings.runtime == "aws":
+        return lambda_invoker(settings.stage, settings.region)
+    from citegate.local.functions import invoke
+
+    return invoke
+
+
+# --- listing ----------------------------------------------------------------------------------------
+
+
+async def allowed_tools(backend: Backend) -> frozenset[str] | None:
+    """The policy tools the caller is granted, from GET /v1/me. None when the server cannot say (no
+    such route, or unreachable): every tool is listed and each call is still decided by its route.
+    A caller /v1/me does not accept (no or bad credentials) is granted nothing."""
+    cache = backend.listing_cache()
+    if cache is not None:
+        store, key = cache
+        hit = store.get(key)
+        if hit and time.monotonic() - hit[0] < ME_CACHE_SECONDS:
+            return hit[1]
+    try:
+        status, body = await backend.request("GET", ME_PATH, None)
+    except Exception:  # listing must not fail because the probe did
         return None
     granted: frozenset[str] | None = None
     if status == 200 and isinstance(body.get("tools"), list):
         granted = frozenset(str(t) for t in body["tools"])
-    config._me_cache[cache_key] = (time.monotonic(), granted)
+    elif status in (401, 403):
+        granted = frozenset()
+    if cache is not None and (status == 200 or status in (401, 403)):
+        store, key = cache
+        store[key] = (time.monotonic(), granted)
     return granted
 
 
@@ -354,6 +571,27 @@ def render_citations(citations: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _render_web(tool: str, results: list[dict[str, Any]]) -> str:
+    if tool == "web_search":
+        lines = [f"{len(results)} web result(s)"]
+        for hit in results:
+            snippet = " ".join(str(hit.get("snippet") or "").split())[:300]
+            lines.append(
+                f"[{hit.get('rank')}] {hit.get('title') or hit.get('url')} <{hit.get('url')}>: {snippet}"
+            )
+        return "\n".join(lines)
+    parts = []
+    for page in results:
+        if page.get("status") != "success":
+            parts.append(f"<{page.get('url')}> failed: {page.get('error_code')}: {page.get('error')}")
+            continue
+        content = str(page.get("content") or "")
+        if len(content) > 4000:
+            content = content[:4000] + "… (the full page is in the structured content)"
+        parts.append(f"# {page.get('title') or page.get('url')}\n<{page.get('url')}>\n\n{content}")
+    return "\n\n".join(parts) or "no pages"
+
+
 def render_text(tool: str, body: dict[str, Any]) -> str:
     """A short human/LLM-readable rendering; the full JSON is in structuredContent."""
     if "answer" in body and isinstance(body.get("citations"), list):
@@ -365,6 +603,8 @@ def render_text(tool: str, body: dict[str, Any]) -> str:
         return "\n".join([head, *render_citations(body["citations"])])
     results = body.get("results")
     if isinstance(results, list):
+        if tool in ("web_search", "web_read"):
+            return _render_web(tool, results)
         lines = [f"{len(results)} result(s)"]
         for rank, hit in enumerate(results, start=1):
             text = " ".join(str(hit.get("chunk_text") or hit.get("text") or "").split())[:200]
@@ -393,7 +633,7 @@ def tool_error(body: dict[str, Any], text: str) -> types.CallToolResult:
 
 
 def _request_for(
-    spec: ToolSpec, arguments: dict[str, Any], config: AdapterConfig
+    spec: ToolSpec, arguments: dict[str, Any], read_local_files: bool
 ) -> tuple[str, dict[str, Any] | None]:
     """The HTTP path and JSON body of a validated call. The body is the caller's own arguments (minus
     path parameters), so the server applies its defaults and validation exactly as over HTTP."""
@@ -402,7 +642,7 @@ def _request_for(
         path = path.replace("{" + param + "}", str(arguments[param]))
     if spec is LOCAL_FILE_TOOL:
         body: dict[str, Any] = {k: v for k, v in arguments.items() if k not in ("kb_id", "path")}
-        if config.read_local_files:
+        if read_local_files:
             file = Path(arguments["path"]).expanduser()
             body["base64_file"] = base64.b64encode(file.read_bytes()).decode()
             body.setdefault("source_name", file.name)
@@ -414,9 +654,7 @@ def _request_for(
     return path, {k: v for k, v in arguments.items() if k not in spec.path_params}
 
 
-async def call_tool(
-    config: AdapterConfig, ctx: ServerRequestContext[Any, Any] | None, name: str, arguments: dict[str, Any]
-) -> types.CallToolResult:
+async def call_tool(backend: Backend, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     spec = ALL_TOOLS.get(name)
     if spec is None:
         return tool_error({"error": "unknown_tool", "message": f"no tool {name!r}"}, f"unknown tool {name!r}")
@@ -435,17 +673,16 @@ async def call_tool(
         summary = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
         return tool_error(body, f"invalid arguments for {name}: {summary}")
     try:
-        path, payload = _request_for(spec, arguments, config)
+        path, payload = _request_for(spec, arguments, backend.read_local_files)
     except OSError as error:
         return tool_error(
             {"error": "local_file_unreadable", "message": str(error)}, f"cannot read file: {error}"
         )
     try:
-        status, body = await _http(config, _caller_headers(config, ctx), spec.method, path, payload)
-    except httpx.HTTPError as error:
-        message = f"{config.url} is unreachable: {error}"
+        status, body = await backend.request(spec.method, path, payload)
+    except BackendUnavailable as error:
         return tool_error(
-            {"error": "server_unavailable", "message": message}, f"citegate is unavailable: {message}"
+            {"error": "server_unavailable", "message": str(error)}, f"citegate is unavailable: {error}"
         )
     except Exception as error:  # e.g. no AWS credentials for SigV4: a tool error, never a crash
         message = f"{type(error).__name__}: {error}"
@@ -457,17 +694,28 @@ async def call_tool(
     )
 
 
-def build_server(config: AdapterConfig) -> Server[Any]:
+BackendFor = Callable[[ServerRequestContext[Any, Any] | None], Backend]
+
+
+def build_server(config: AdapterConfig, backend_for: BackendFor | None = None) -> Server[Any]:
+    """The MCP server; each request reaches the routes through `backend_for(ctx)` (default: HTTP to
+    config.url with the configured or the caller's credentials)."""
+
+    def http_backend(ctx: ServerRequestContext[Any, Any] | None) -> Backend:
+        return HttpBackend(config, _caller_headers(config, ctx))
+
+    backend_of = backend_for or http_backend
+
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        granted = await allowed_tools(config, ctx)
+        granted = await allowed_tools(backend_of(ctx))
         return types.ListToolsResult(tools=[mcp_tool(t) for t in ALL_TOOLS.values() if visible(t, granted)])
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        return await call_tool(config, ctx, params.name, dict(params.arguments or {}))
+        return await call_tool(backend_of(ctx), params.name, dict(params.arguments or {}))
 
     return Server(
         SERVER_NAME,
@@ -491,44 +739,68 @@ def serve_stdio(config: AdapterConfig) -> int:
     return 0
 
 
-def create_streamable_http_app(
-    config: AdapterConfig | None = None, *, path: str = "/mcp", allowed_hosts: list[str] | None = None
-) -> Starlette:
-    """Stateless streamable HTTP with JSON responses (one request, one answer: fits Lambda and the
-    local gateway). Each request authenticates with its own Authorization header, never a shared one."""
+def _stateless_app(server: Server[Any], path: str, allowed_hosts: list[str] | None) -> Starlette:
+    """Stateless streamable HTTP with JSON responses: one request, one answer (fits Lambda)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    if config is None:
-        config = AdapterConfig(url=(os.environ.get("CITEGATE_URL") or DEFAULT_URL).rstrip("/"))
-        config.read_local_files = False
-    if allowed_hosts is None and os.environ.get("CITEGATE_MCP_ALLOWED_HOSTS"):
-        allowed_hosts = [h.strip() for h in os.environ["CITEGATE_MCP_ALLOWED_HOSTS"].split(",") if h.strip()]
     security = None  # the SDK's default: DNS-rebinding protection admitting localhost only
     if allowed_hosts == ["*"]:
-        # Behind API Gateway the Host is the API's domain; the bearer token is the protection there.
+        # Behind a front door that authenticates every request (API Gateway, the local gateway).
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     elif allowed_hosts is not None:
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts
         )
-    server = build_server(config)
     return server.streamable_http_app(
-        streamable_http_path=path,
-        stateless_http=True,
-        json_response=True,
-        transport_security=security,
+        streamable_http_path=path, stateless_http=True, json_response=True, transport_security=security
     )
 
 
-def lambda_handler(event: dict[str, Any], _context: Any = None) -> dict[str, Any]:
-    """API Gateway (HTTP API, payload 2.0) -> the stateless streamable HTTP app, one request per call.
+def create_streamable_http_app(
+    config: AdapterConfig | None = None, *, path: str = MCP_PATH, allowed_hosts: list[str] | None = None
+) -> Starlette:
+    """A standalone MCP endpoint in front of a citegate URL (`citegate mcp --http`). Each request
+    authenticates with its own Authorization header, never a shared one."""
+    if config is None:
+        config = AdapterConfig(url=(os.environ.get("CITEGATE_URL") or DEFAULT_URL).rstrip("/"))
+        config.read_local_files = False
+    if allowed_hosts is None and os.environ.get("CITEGATE_MCP_ALLOWED_HOSTS"):
+        allowed_hosts = [h.strip() for h in os.environ["CITEGATE_MCP_ALLOWED_HOSTS"].split(",") if h.strip()]
+    return _stateless_app(build_server(config), path, allowed_hosts)
 
-    A fresh app per invocation: the SDK's session manager runs once per instance, and stateless JSON
-    responses keep nothing between requests anyway. No mangum dependency needed for this one route."""
-    return anyio.run(_lambda_call, event)
+
+# --- the POST /mcp route ------------------------------------------------------------------------------
 
 
-async def _lambda_call(event: dict[str, Any]) -> dict[str, Any]:
+def _refusal(status: int, code: str, message: str, request_id: str) -> dict[str, Any]:
+    from citegate.errors import error_body
+
+    headers = {"Content-Type": "application/json"}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="citegate"'
+    return {
+        "statusCode": status,
+        "headers": headers,
+        "body": json.dumps(error_body(code, message, request_id)),
+    }
+
+
+def handle_mcp_event(event: dict[str, Any], invoke: Invoker) -> dict[str, Any]:
+    """API Gateway (HTTP API, payload 2.0) -> the SDK's stateless streamable HTTP app -> one answer.
+
+    The front door has already decided who the caller is. Credentials it refused are refused here
+    (401, as every route answers them); otherwise each tool call invokes its route's function with
+    this event's authorizer context (InvokeBackend). A fresh app per event: the SDK's session
+    manager runs once per instance, and stateless JSON responses keep nothing between requests."""
+    context = event.get("requestContext") or {}
+    request_id = str(context.get("requestId") or "")
+    refused = ((context.get("authorizer") or {}).get("lambda") or {}).get("auth_error")
+    if refused:
+        return _refusal(401, "unauthorized", str(refused), request_id)
+    return anyio.run(_serve_event, event, invoke)
+
+
+async def _serve_event(event: dict[str, Any], invoke: Invoker) -> dict[str, Any]:
     context = event.get("requestContext") or {}
     http = context.get("http") or {}
     body = event.get("body") or ""
@@ -540,11 +812,11 @@ async def _lambda_call(event: dict[str, Any]) -> dict[str, Any]:
         "http_version": "1.1",
         "method": http.get("method", "POST"),
         "scheme": "https",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
+        "path": MCP_PATH,
+        "raw_path": MCP_PATH.encode(),
         "query_string": (event.get("rawQueryString") or "").encode(),
         "headers": headers,
-        "server": ("lambda", 443),
+        "server": (context.get("domainName") or "lambda", 443),
         "client": (http.get("sourceIp") or "0.0.0.0", 0),
         "root_path": "",
     }
@@ -566,11 +838,14 @@ async def _lambda_call(event: dict[str, Any]) -> dict[str, Any]:
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
 
-    app = create_streamable_http_app(allowed_hosts=["*"])
+    backend = InvokeBackend(event, invoke)
+    server = build_server(AdapterConfig(read_local_files=False), lambda _ctx: backend)
+    app = _stateless_app(server, MCP_PATH, allowed_hosts=["*"])
     async with app.router.lifespan_context(app):
         await app(scope, receive, send)
     return {
         "statusCode": status,
         "headers": {k.decode(): v.decode() for k, v in out_headers},
         "body": b"".join(chunks).decode(),
+        "isBase64Encoded": False,
     }

@@ -302,6 +302,13 @@ OPERATIONS: dict[str, Op] = {
         MessageBody, MessageReply, "Send a message: JSON, or SSE with stream=true.", stream=ChatEvent
     ),
     "agent_models_list": Op(None, ChatModelList, "The chat models the caller may pick."),
+    "mcp": Op(
+        None,
+        obj(False, jsonrpc={"type": "string", "const": "2.0"}, id={}, result=ANY_OBJECT, error=ANY_OBJECT),
+        "MCP over streamable HTTP (stateless, JSON responses): one JSON-RPC 2.0 message per POST "
+        "(initialize, tools/list, tools/call); tools are listed and called under the caller's own policy.",
+        anonymous=True,
+    ),
     "web_search": Op(WebSearchRequest, WebSearchResponse, "Search the web."),
     "web_read": Op(WebReadRequest, WebReadResponse, "Read web pages."),
     "admin_policies_list": Op(None, obj(policies=array(ref(Policy))), "List the tenant's policies."),
@@ -401,6 +408,7 @@ def tag_of(path: str) -> str:
         ("/api/v1/web/", "web"),
         ("/api/v1/agent/", "chats"),
         ("/api/v2/", "agents"),
+        ("/mcp", "mcp"),
         ("/answer/", "answer"),
         ("/agent/", "agent-tools"),
         ("/admin/", "admin"),

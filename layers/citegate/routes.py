@@ -81,6 +81,9 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/api/v1/agent/chats/{chat_id}", "agent_chat_delete", "chat"),
     Route("POST", "/api/v1/agent/chats/{chat_id}/messages", "agent_chat_message", "chat", streaming=True),
     Route("GET", "/api/v1/agent/models", "agent_models_list", "chat"),
+    # MCP over streamable HTTP (stateless, JSON responses); each tool call is authorized and
+    # audited by the route behind the tool, under the caller's own policy.
+    Route("POST", "/mcp", "mcp"),
     # Spec 001: web search and reading (JINA-compatible shapes, section 3.2).
     Route("POST", "/api/v1/web/search", "web_search", "web_search"),
     Route("POST", "/api/v1/web/read", "web_read", "web_read"),

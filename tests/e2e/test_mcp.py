@@ -1,7 +1,10 @@
-"""The MCP server driven by the official SDK's own client, over stdio and streamable HTTP."""
+"""The MCP server driven by the official SDK's own client: over stdio, over the standalone streamable
+HTTP app, and over the `POST /mcp` route of the local gateway (token and SigV4), where listing follows
+the caller's policy (GET /v1/me) and every tool call is the route's own, audited call."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -9,19 +12,25 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import mcp_types as types
 import pytest
 import uvicorn
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from citegate.mcp_server import ALL_TOOLS, AdapterConfig, create_streamable_http_app
 from tests.e2e.conftest import ROOT, TOKEN
+from tests.unit.web.pages import serve as serve_pages
 
 SPEC_000 = {"search", "ask", "get_page", "get_context", "create_feedback", "create_improvement_task"}
 SPEC_004 = {
@@ -37,21 +46,60 @@ SPEC_004 = {
     "rag_task_status",
     "rag_resolve_refs",
 }
+SPEC_001 = {"web_search", "web_read"}
+READER_TOOLS = {"search", "rag_retrieve", "rag_list_kb"}
+ACCESS_KEY, SECRET = "AKIACITEGATEMCP00001", "local-secret-for-the-mcp-test"
+AGENT_ARN = "arn:aws:iam::123456789012:role/mcp-bot"
 MARS = "# Mars\n\nOlympus Mons on Mars is about 22 km high, the tallest volcano in the Solar System."
 
 
 @pytest.fixture
-def server(server_factory: Any) -> Any:
-    running = server_factory({"CITEGATE_EMBEDDER": "hashing"}).start()
+def site() -> Iterator[str]:
+    """Loopback pages and a SearXNG-compatible search endpoint for the web tools."""
+    with serve_pages() as (url, _state):
+        yield url
+
+
+@pytest.fixture
+def server(server_factory: Any, site: str, tmp_path: Path) -> Any:
+    iam = tmp_path / "iam.json"
+    iam.write_text(
+        json.dumps(
+            {"credentials": [{"access_key_id": ACCESS_KEY, "secret_access_key": SECRET, "arn": AGENT_ARN}]}
+        )
+    )
+    running = server_factory(
+        {
+            "CITEGATE_EMBEDDER": "hashing",
+            "CITEGATE_WEB_SEARCH_PROVIDER": "searxng",
+            "CITEGATE_WEB_SEARCH_URL": f"{site}/searxng",
+            "CITEGATE_WEB_ALLOW_LOOPBACK": "true",
+            "CITEGATE_LOCAL_IAM_CREDENTIALS": str(iam),
+        }
+    ).start()
     with running.client() as admin:
         admin.post("/v1/kb", json={"kb_id": "mcp", "name": "MCP", "status": "approved"}).raise_for_status()
-        admin.put(
-            "/admin/policies/agent:reader",
-            json={"tools": ["search", "rag_retrieve", "rag_list_kb"], "knowledge_bases": ["*"]},
-        ).raise_for_status()
-        running.agent_token = admin.post("/admin/agents/reader/credentials", json={"kind": "token"}).json()[
-            "secret"
-        ]
+        policies = {
+            "reader": {"tools": sorted(READER_TOOLS), "knowledge_bases": ["*"]},
+            "surfer": {
+                "tools": sorted(SPEC_001),
+                "knowledge_bases": [],
+                "web": {"enabled": True, "domains": []},
+            },
+            "mcp-bot": {
+                "tools": ["rag_list_kb", "search"],
+                "knowledge_bases": ["*"],
+                "iam_arns": [AGENT_ARN],
+            },
+        }
+        for agent, policy in policies.items():
+            admin.put(f"/admin/policies/agent:{agent}", json=policy).raise_for_status()
+        running.tokens = {
+            agent: admin.post(f"/admin/agents/{agent}/credentials", json={"kind": "token"}).json()["secret"]
+            for agent in ("reader", "surfer")
+        }
+    running.agent_token = running.tokens["reader"]
+    running.site = site
     return running
 
 
@@ -86,16 +134,36 @@ def mcp_http(server: Any) -> Iterator[str]:
     thread.join(timeout=10)
 
 
+class SigV4(httpx2.Auth):
+    """Signs every MCP request as an AWS SDK would for API Gateway IAM authorization."""
+
+    requires_request_body = True
+
+    def auth_flow(self, request: httpx2.Request) -> Iterator[httpx2.Request]:
+        signed = AWSRequest(method=request.method, url=str(request.url), data=request.content, headers={})
+        for name in ("content-type", "accept", "mcp-protocol-version"):
+            if name in request.headers:
+                signed.headers[name] = request.headers[name]
+        SigV4Auth(Credentials(ACCESS_KEY, SECRET), "execute-api", "us-east-1").add_auth(signed)
+        for name, value in signed.headers.items():
+            request.headers[name] = value
+        yield request
+
+
 @asynccontextmanager
-async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSession]:
+async def http_session(url: str, token: str | None, *, sigv4: bool = False) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        httpx2.AsyncClient(headers=headers, timeout=60, auth=SigV4() if sigv4 else None) as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
         yield session
+
+
+async def listed(session: ClientSession) -> set[str]:
+    return {tool.name for tool in (await session.list_tools()).tools}
 
 
 async def call(session: ClientSession, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -111,9 +179,10 @@ def text(result: types.CallToolResult) -> str:
 
 
 async def exercise(session: ClientSession) -> None:
-    listed = {tool.name: tool for tool in (await session.list_tools()).tools}
-    assert set(listed) == SPEC_000 | SPEC_004  # the server has no /v1/me yet: every tool is listed
-    assert listed["rag_ask"].input_schema["required"] == ["question", "kb_id"]
+    tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    assert set(tools) == SPEC_000 | SPEC_004 | SPEC_001  # the service policy grants "*"
+    assert tools["rag_ask"].input_schema["required"] == ["question", "kb_id"]
+    assert tools["web_read"].input_schema["required"] == ["urls"]
 
     kbs = await call(session, "rag_list_kb", {})
     assert not kbs.is_error and kbs.structured_content is not None
@@ -160,6 +229,8 @@ async def exercise(session: ClientSession) -> None:
 
 
 async def refused(session: ClientSession) -> None:
+    """A policy without a tool: the tool is not listed, and calling it anyway is refused by its route."""
+    assert await listed(session) == READER_TOOLS
     allowed = await call(session, "rag_retrieve", {"kb_id": "mcp", "query": "Olympus"})
     assert not allowed.is_error, allowed.content
     result = await call(session, "rag_ask", {"kb_id": "mcp", "question": "How high is Olympus Mons?"})
@@ -167,6 +238,32 @@ async def refused(session: ClientSession) -> None:
     assert result.structured_content["error"] == "forbidden"
     assert result.structured_content["details"]["reason"] == "forbidden_tool"
     assert "forbidden_tool" in text(result)
+    web = await call(session, "web_search", {"query": "anything"})  # spec 001's error family
+    assert web.is_error and web.structured_content["error"] == "FORBIDDEN"
+    assert web.structured_content["details"]["reason"] == "forbidden_tool"
+
+
+async def surfing(session: ClientSession, site: str) -> None:
+    """Spec 001's web tools, through the same routes as HTTP (loopback pages only)."""
+    assert await listed(session) == SPEC_001
+    found = await call(session, "web_search", {"query": "olympus mons", "max_results": 3})
+    assert not found.is_error, found.content
+    assert [r["title"] for r in found.structured_content["results"]] == [
+        f"olympus mons result {i}" for i in (1, 2, 3)
+    ]
+    assert "[1] olympus mons result 1 <https://docs.example.com/1>" in text(found)
+    page = await call(session, "web_read", {"urls": f"{site}/article"})
+    assert not page.is_error, page.content
+    (result,) = page.structured_content["results"]
+    assert result["status"] == "success" and "Every address is checked" in result["content"]
+    assert "BUY CHEAP WIDGETS" not in result["content"]
+    assert text(page).startswith("# ")
+    bad = await call(session, "web_read", {"urls": [], "surprise": 1})
+    assert bad.is_error and bad.structured_content["error"] == "invalid_request"
+    blocked = await call(session, "web_read", {"urls": "http://169.254.169.254/latest/meta-data/"})
+    assert blocked.is_error or blocked.structured_content["results"][0]["status"] == "error"
+    not_granted = await call(session, "search", {"query": "Olympus"})  # spec 000's codes (section 9)
+    assert not_granted.is_error and not_granted.structured_content["error"] == "forbidden_tool"
 
 
 def test_stdio(server: Any) -> None:
@@ -175,6 +272,8 @@ def test_stdio(server: Any) -> None:
             await exercise(session)
         async with stdio_session(server.url, server.agent_token) as session:
             await refused(session)
+        async with stdio_session(server.url, server.tokens["surfer"]) as session:
+            await surfing(session, server.site)
 
     anyio.run(main)
 
@@ -216,37 +315,60 @@ def test_listing_follows_the_granted_tools_when_the_server_says_them() -> None:
     assert {name for name, spec in ALL_TOOLS.items() if visible(spec, frozenset({"*"}))} == set(ALL_TOOLS)
 
 
-def test_lambda_handler_serves_one_json_rpc_request_per_event(server: Any, monkeypatch: Any) -> None:
-    import json
+def test_the_mcp_route_of_the_gateway(server: Any) -> None:
+    """POST /mcp behind the local gateway, as behind API Gateway: the authorizer's verdict on the
+    caller reaches each tool's own function, which applies the policy and writes the audit record."""
+    url = f"{server.url}/mcp"
 
-    from citegate.mcp_server import lambda_handler
+    async def main() -> None:
+        async with http_session(url, TOKEN) as session:
+            await exercise(session)
+        async with http_session(url, server.agent_token) as session:
+            await refused(session)
+        async with http_session(url, server.tokens["surfer"]) as session:
+            await surfing(session, server.site)
+        async with http_session(url, None) as session:  # anonymous: nothing listed, calls refused
+            assert await listed(session) == set()
+            anonymous = await call(session, "rag_list_kb", {})
+            assert anonymous.is_error and anonymous.structured_content["http_status"] in (401, 403)
 
-    monkeypatch.setenv("CITEGATE_URL", server.url)
+    anyio.run(main)
+    with server.client() as admin:
+        records = admin.get("/admin/audit", params={"caller": "agent:reader"}).json()["records"]
+    by_route = {(r["route"], r["decision"], r["reason"]) for r in records}
+    assert ("POST /v1/kb/{kb_id}/retrieve", "allow", None) in by_route
+    assert ("POST /v1/kb/{kb_id}/ask", "deny", "forbidden") in by_route
+    assert ("GET /v1/me", "allow", None) in by_route
 
-    def event(message: dict[str, Any]) -> dict[str, Any]:
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/json, text/event-stream",
-            "host": "abc.execute-api.us-east-1.amazonaws.com",
-            "mcp-protocol-version": "2025-06-18",
-            "authorization": f"Bearer {TOKEN}",
-        }
-        return {
-            "requestContext": {"http": {"method": "POST"}},
-            "headers": headers,
-            "body": json.dumps(message),
-        }
 
-    called = lambda_handler(
-        event(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {"name": "rag_list_kb", "arguments": {}},
-            }
+def test_the_mcp_route_refuses_bad_credentials_before_any_tool(server: Any) -> None:
+    with httpx.Client(base_url=server.url) as http:
+        answer = http.post(
+            "/mcp",
+            headers={
+                "Authorization": "Bearer cgat_not-a-token",
+                "Accept": "application/json, text/event-stream",
+            },
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         )
-    )
-    assert called["statusCode"] == 200, called
-    result = json.loads(called["body"])["result"]
-    assert not result.get("isError") and result["structuredContent"]["knowledge_bases"][0]["kb_id"] == "mcp"
+    assert answer.status_code == 401 and answer.json()["error"] == "unauthorized"
+    assert answer.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_the_mcp_route_with_sigv4(server: Any) -> None:
+    """An agent signing with SigV4 (the IAM front door): its policy is the one that names its ARN."""
+
+    async def main() -> None:
+        async with http_session(f"{server.url}/mcp", None, sigv4=True) as session:
+            assert await listed(session) == {"rag_list_kb", "search"}
+            kbs = await call(session, "rag_list_kb", {})
+            assert not kbs.is_error and [kb["kb_id"] for kb in kbs.structured_content["knowledge_bases"]] == [
+                "mcp"
+            ]
+            refused = await call(session, "rag_ask", {"kb_id": "mcp", "question": "anything?"})
+            assert refused.structured_content["details"]["reason"] == "forbidden_tool"
+
+    anyio.run(main)
+    with server.client() as admin:
+        records = admin.get("/admin/audit", params={"caller": "agent:mcp-bot"}).json()["records"]
+    assert {r["route"] for r in records} >= {"GET /v1/kb", "POST /v1/kb/{kb_id}/ask"}

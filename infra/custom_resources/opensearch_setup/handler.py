@@ -6,7 +6,9 @@ puts one search pipeline per fusion config: idempotent, so every deploy may run 
 the index: the chunks are data, and the domain's own removal policy decides their fate.
 
 Runs with the shared and base layers (citegate, opensearch-py, requests); requests are signed
-with this function's role, which the domain's access policy names.
+with this function's role, which the domain's access policy names. That policy is written by the
+domain's AccessPolicy custom resource just before this one runs, and the domain may take a moment
+to apply it, so a 403 is retried like an unreachable endpoint.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ FIRST_DELAY_S = 5.0
 
 
 def _setup(properties: dict[str, Any]) -> dict[str, Any]:
+    from opensearchpy.exceptions import AuthorizationException
+
     from citegate.search.base import FusionConfig, SearchUnavailable
     from citegate.search.opensearch import OpenSearchIndex, setup_opensearch
 
@@ -57,7 +61,10 @@ def _setup(properties: dict[str, Any]) -> dict[str, Any]:
                     fusions,
                     chinese_analyzer=properties.get("ChineseAnalyzer") or "smartcn",
                 )
-            except SearchUnavailable as error:  # unreachable, 5xx or 429: worth another try
+            except (
+                SearchUnavailable,
+                AuthorizationException,
+            ) as error:  # not ready, or the policy not yet applied
                 if attempt == ATTEMPTS:
                     raise
                 log.warning(

@@ -1,0 +1,25 @@
+"""POST /mcp: the MCP server over streamable HTTP (stateless, JSON responses) behind both front doors.
+
+Each tool call invokes the tool route's own function with this request's authorizer context, so the
+principal, its policy and the audit record are those of the HTTP route (citegate.mcp_server).
+"""
+
+from typing import Any
+
+from aws_lambda_powertools.logging import correlation_paths
+
+from citegate.observability import logger, traced
+
+_invoke: Any = None  # built on the first request (its Lambda client is reused after)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@traced
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # The MCP SDK, its ASGI stack and the tools' models load on the first request, not at import.
+    from citegate.mcp_server import default_invoker, handle_mcp_event
+
+    global _invoke
+    if _invoke is None:
+        _invoke = default_invoker()
+    return handle_mcp_event(event, _invoke)

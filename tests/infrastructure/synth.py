@@ -1,0 +1,148 @@
+"""Synthesize the app once and read it as one template: the top-level stack and its nested stacks.
+
+`flatten` merges the nested stacks' resources into the top-level ones (ids `<nested logical>.<id>`)
+and replaces every cross-stack hop by what it stands for: a nested stack's parameter becomes the
+value its parent passes, and a parent's `Fn::GetAtt <nested>.Outputs.X` becomes the nested output's
+value. A function in a nested stack then refers to a table, layer or API exactly as it would in one
+big stack, and the tests can follow references across the split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("CITEGATE_SKIP_DEPENDENCY_LAYER_BUILD", "1")
+
+from infra.app import build
+from infra.stack import CitegateStack
+
+REPO = Path(__file__).resolve().parents[2]
+Resources = dict[str, dict[str, Any]]
+
+
+@dataclass
+class Synth:
+    stack: CitegateStack
+    parent: dict[str, Any]  # the top-level template
+    nested: dict[str, dict[str, Any]]  # logical id of the nested stack resource -> its template
+    names: dict[str, str]  # nested logical id -> construct id (IngestionStack, KnowledgeEndpoints, ...)
+    resources: Resources  # flattened
+
+
+def synthesize(overrides: dict[str, Any]) -> Synth:
+    context = json.loads((REPO / "cdk.json").read_text())["context"]
+    context.update({"citegate:skip_dependency_layer_build": True, **overrides})
+    app, stack = build(context, nag=False)
+    assembly = app.synth()
+    parent = assembly.get_stack_artifact(stack.artifact_id).template
+    nested, names = {}, {}
+    for construct_id, nested_stack in ((s.node.id, s) for s in stack.nested_stacks.values()):
+        logical = stack.resolve(nested_stack.nested_stack_resource.logical_id)  # type: ignore[union-attr]
+        nested[logical] = json.loads((Path(assembly.directory) / nested_stack.template_file).read_text())
+        names[logical] = construct_id
+    return Synth(stack, parent, nested, names, flatten(parent, nested))
+
+
+def flatten(parent: dict[str, Any], nested: dict[str, dict[str, Any]]) -> Resources:
+    parent_resources: Resources = parent["Resources"]
+
+    def local(scope: str | None, name: str) -> bool:
+        return scope is not None and name in nested[scope]["Resources"]
+
+    def resolve(node: Any, scope: str | None) -> Any:
+        if isinstance(node, list):
+            return [resolve(item, scope) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if set(node) == {"Ref"} and isinstance(node["Ref"], str):
+            name = node["Ref"]
+            if scope is not None and name in nested[scope].get("Parameters", {}):
+                return resolve(parent_resources[scope]["Properties"]["Parameters"][name], None)
+            return {"Ref": f"{scope}.{name}"} if local(scope, name) else node
+        if set(node) == {"Fn::GetAtt"}:
+            target, attribute = node["Fn::GetAtt"]
+            if scope is None and target in nested and str(attribute).startswith("Outputs."):
+                output = nested[target]["Outputs"][str(attribute).removeprefix("Outputs.")]
+                return resolve(output["Value"], target)
+            if local(scope, target):
+                return {"Fn::GetAtt": [f"{scope}.{target}", attribute]}
+            return node
+        return {key: resolve(value, scope) for key, value in node.items()}
+
+    def resource(body: dict[str, Any], scope: str | None) -> dict[str, Any]:
+        out = resolve(body, scope)
+        depends = body.get("DependsOn")
+        if scope is not None and depends:
+            names = [depends] if isinstance(depends, str) else depends
+            out["DependsOn"] = [f"{scope}.{name}" for name in names]
+        return dict(out)
+
+    flat = {logical: resource(body, None) for logical, body in parent_resources.items()}
+    for scope, template in nested.items():
+        for logical, body in template["Resources"].items():
+            flat[f"{scope}.{logical}"] = resource(body, scope)
+    return flat
+
+
+def text(node: Any) -> str:
+    """A value as cdk-nag reads it: Fn::Join concatenated, Ref and GetAtt as <name> / <name.attr>."""
+    if isinstance(node, str):
+        return node
+    if isinstance(node, list):
+        return json.dumps([text(item) for item in node])
+    if isinstance(node, dict):
+        if "Fn::Join" in node:
+            delimiter, items = node["Fn::Join"]
+            return str(delimiter).join(text(item) for item in items)
+        if "Ref" in node:
+            return f"<{node['Ref']}>"
+        if "Fn::GetAtt" in node:
+            return f"<{node['Fn::GetAtt'][0]}.{node['Fn::GetAtt'][1]}>"
+    return json.dumps(node, sort_keys=True)
+
+
+def join_with_slots(node: Any) -> tuple[str, dict[str, Any]]:
+    """An Fn::Join of JSON fragments as text whose tokens are slots `@@<n>@@`, and the slots."""
+    if isinstance(node, str):
+        return node, {}
+    delimiter, items = node["Fn::Join"]
+    slots: dict[str, Any] = {}
+    parts = []
+    for item in items:
+        if isinstance(item, str):
+            parts.append(item)
+        else:
+            key = f"@@{len(slots)}@@"
+            slots[key] = item
+            parts.append(key)
+    return str(delimiter).join(parts), slots
+
+
+def fill(value: Any, slots: dict[str, Any]) -> Any:
+    """Put the tokens back into a value parsed from slotted text (a whole-string slot only)."""
+    if isinstance(value, str):
+        if value in slots:
+            return slots[value]
+        return re.sub(r"@@\d+@@", lambda m: text(slots[m.group(0)]), value)
+    if isinstance(value, list):
+        return [fill(item, slots) for item in value]
+    if isinstance(value, dict):
+        return {key: fill(item, slots) for key, item in value.items()}
+    return value
+
+
+def domain_access_policy(resources: Resources) -> dict[str, Any]:
+    """The OpenSearch access policy the domain's AccessPolicy custom resource writes."""
+    (writer,) = [v for v in resources.values() if v["Type"] == "Custom::OpenSearchAccessPolicy"]
+    slotted, slots = join_with_slots(writer["Properties"]["Update"])
+    call = json.loads(slotted)
+    assert call["action"] == "updateDomainConfig" and call["service"] == "OpenSearch"
+    policy = json.loads(call["parameters"]["AccessPolicies"])
+    filled: dict[str, Any] = fill(policy, slots)
+    return filled
