@@ -1,11 +1,23 @@
-"""Ingestion throughput end to end, against the embedder alone (a benchmark: prints, asserts nothing).
+"""Ingestion throughput end to end through the state machine, against the embedder alone
+(a benchmark: prints, asserts nothing).
 
-Ingests the first N SciFact abstracts through the real path (HTTP gateway -> S3 -> SQS -> Step
-Functions -> parse, chunk, embed, index, finalize) on the in-process local stack, then embeds the
-same children with a fresh embedder alone, and prints chunks per second for both and their ratio.
-A second pass re-ingests the same documents to show what the embedding cache saves.
+On the in-process local stack, with the first N SciFact abstracts:
 
-    uv run python benchmarks/ingestion.py --docs 1000
+1. submit: every document is POSTed through the HTTP gateway (S3 raw file, task, queue message)
+   while the queue's consumer is paused;
+2. pipeline: the consumer starts and the queue drains through the state machine (SQS batch ->
+   one execution -> parse, chunk, embed, index, finalize) until every task has finished. The
+   chunks per second of this phase, against the same embedder embedding the same children alone
+   in one call (measured just before and just after, on the same model object), is the ratio
+   that issue 10 sets a bar for (at least 0.7);
+3. re-ingest: the same documents are POSTed again with the consumer running, so submission and
+   processing overlap as in use; nothing changed, so the embedding cache embeds nothing.
+
+Wall and CPU seconds (of this whole process, every thread) are given for each phase; the machine
+is shared, so the load average is printed beside them. Peak memory is the process's maximum
+resident set size after the pipeline.
+
+    uv run python benchmarks/ingestion.py --docs 200
 """
 
 from __future__ import annotations
@@ -13,36 +25,99 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
 
 
-def ingest_all(client: Any, kb: str, docs: list[dict[str, str]]) -> tuple[float, int, int]:
-    started = time.perf_counter()
+@dataclass
+class Phase:
+    wall_s: float
+    cpu_s: float
+
+    @classmethod
+    def measure(cls, fn: Any) -> tuple[Phase, Any]:
+        started, cpu = time.perf_counter(), _cpu()
+        result = fn()
+        return cls(round(time.perf_counter() - started, 2), round(_cpu() - cpu, 2)), result
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages (the machine is shared)."""
+    path = Path("/proc/loadavg")
+    return " ".join(path.read_text().split()[:3]) if path.exists() else "?"
+
+
+def _body(doc: dict[str, str]) -> dict[str, str]:
+    return {
+        "text": f"# {doc['title']}\n\n{doc['text']}",
+        "source_name": f"{doc['id']}.md",
+        "title": doc["title"],
+    }
+
+
+def submit_all(client: Any, kb: str, docs: Sequence[dict[str, str]]) -> list[str]:
     task_ids = []
     for doc in docs:
-        body = {
-            "text": f"# {doc['title']}\n\n{doc['text']}",
-            "source_name": f"{doc['id']}.md",
-            "title": doc["title"],
-        }
-        response = client.post(f"/v1/kb/{kb}/documents", json=body)
+        response = client.post(f"/v1/kb/{kb}/documents", json=_body(doc))
         response.raise_for_status()
         task_ids.append(response.json()["task_id"])
-    children = failed = 0
-    for task_id in task_ids:
-        while True:
-            task = client.get(f"/v1/tasks/{task_id}").json()
-            if task["status"] in ("succeeded", "failed"):
-                break
-            time.sleep(0.05)
-        children += task["counts"]["children"]
-        failed += task["status"] == "failed"
-    return time.perf_counter() - started, children, failed
+    return task_ids
+
+
+def wait_all(s: Any, task_ids: Sequence[str], timeout: float = 3600) -> tuple[int, int]:
+    """(children, failed) once every task has finished. Reads only the oldest unfinished tasks
+    (they finish roughly in order), so the waiting itself costs the pipeline little."""
+    from citegate.ingest import ledger
+
+    deadline = time.monotonic() + timeout
+    pending, children, failed = list(task_ids), 0, 0
+    while pending:
+        head = ledger.find_tasks(s, pending[:10])
+        done = [t for t in pending[:10] if t in head and head[t].status in ("succeeded", "failed")]
+        for task_id in done:
+            children += head[task_id].counts.children
+            failed += head[task_id].status == "failed"
+        pending = [t for t in pending if t not in set(done)]
+        if pending and not done:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the ingestion did not finish")
+            time.sleep(0.25)
+    return children, failed
+
+
+def children_texts(docs: Sequence[dict[str, str]]) -> list[str]:
+    """The children the pipeline embeds, from the same parser and chunker."""
+    from citegate.ingest.chunking import chunk_document
+    from citegate.ingest.parsing import parse_document
+
+    texts: list[str] = []
+    for doc in docs:
+        body = _body(doc)
+        parsed = parse_document(
+            body["text"].encode(),
+            mime_type="text/markdown",
+            source_name=body["source_name"],
+            title=doc["title"],
+        )
+        texts += [c.text for c in chunk_document(parsed).children]
+    return texts
+
+
+def embed_alone(embedder: Any, texts: list[str]) -> Phase:
+    phase, _ = Phase.measure(lambda: embedder.embed_documents(texts))
+    return phase
 
 
 def main() -> None:
@@ -56,60 +131,90 @@ def main() -> None:
 
     from starlette.testclient import TestClient
 
-    from citegate.embedding import build_embedder
     from citegate.local.gateway import create_app
+    from citegate.local.poller import QueuePoller
     from citegate.local.stack import LocalStack
+    from citegate.routes import INGEST_CONSUMER_FUNCTION
     from citegate.settings import get_settings, reset_settings
 
     docs = [json.loads(line) for line in DATA.read_text().splitlines()[: args.docs]]
+    texts = children_texts(docs)
+    loads: dict[str, str] = {"start": _load()}
     with tempfile.TemporaryDirectory(prefix="citegate-ingest-bench-") as root:
         os.environ.update(
             {"RAG_DATA_ROOT": root, "CITEGATE_EMBEDDER": args.embedder, "RAG_API_TOKEN": "bench"}
         )
         reset_settings()
-        stack = LocalStack(get_settings(), persist=True).start()
+        stack = LocalStack(get_settings(), persist=True, poll=False).start()
+        poller = None
         try:
-            assert stack.services is not None
-            stack.services.embedder.embed_documents(["warm up the model"])
+            s = stack.services
+            assert s is not None
+            # The model object the pipeline uses, without its cache: the embedder alone.
+            model = getattr(s.embedder, "inner", s.embedder)
+            model.embed_documents(["warm up the model"])
+            alone_before = embed_alone(model, texts)
             with TestClient(create_app(), headers={"Authorization": "Bearer bench"}) as client:
                 client.post("/v1/kb", json={"kb_id": "bench", "name": "bench"}).raise_for_status()
-                seconds, children, failed = ingest_all(client, "bench", docs)
-                again_seconds, _, _ = ingest_all(client, "bench", docs)
-            texts = [
-                c.text for c in stack.services.index.get_chunks(_ref_ids(stack.services, "bench")).values()
-            ]
+                # Warm up as the embedder was: the handlers' first calls import and build their
+                # clients (and the X-Ray SDK), once per process.
+                client.post("/v1/kb", json={"kb_id": "warm", "name": "warm"}).raise_for_status()
+                warm_poller = QueuePoller(
+                    s.aws.sqs, s.ingest_queue_url, INGEST_CONSUMER_FUNCTION, stack.settings.region
+                )
+                warm_poller.start()
+                wait_all(s, submit_all(client, "warm", [{**docs[-1], "id": "warm"}]))
+                warm_poller.stop()
+                loads["submit"] = _load()
+                submit, task_ids = Phase.measure(lambda: submit_all(client, "bench", docs))
+                poller = QueuePoller(
+                    s.aws.sqs, s.ingest_queue_url, INGEST_CONSUMER_FUNCTION, stack.settings.region
+                )
+                loads["pipeline"] = _load()
+
+                def drain() -> tuple[int, int]:
+                    poller.start()
+                    return wait_all(s, task_ids)
+
+                pipeline, (children, failed) = Phase.measure(drain)
+                peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                loads["reingest"] = _load()
+                reingest, (_, reingest_failed) = Phase.measure(
+                    lambda: wait_all(s, submit_all(client, "bench", docs))
+                )
+            alone_after = embed_alone(model, texts)
+            loads["end"] = _load()
         finally:
+            if poller:
+                poller.stop()
             stack.stop()
 
-    embedder = build_embedder(args.embedder)
-    embedder.embed_documents(["warm up the model"])
-    started = time.perf_counter()
-    embedder.embed_documents(texts)
-    embed_seconds = time.perf_counter() - started
-
+    alone_wall = (alone_before.wall_s + alone_after.wall_s) / 2
+    alone_cpu = (alone_before.cpu_s + alone_after.cpu_s) / 2
     result = {
         "documents": len(docs),
         "children": children,
-        "failed": failed,
+        "failed": failed + reingest_failed,
         "embedder": args.embedder,
-        "end_to_end_s": round(seconds, 1),
-        "end_to_end_chunks_per_s": round(children / seconds, 1),
-        "embedder_alone_chunks_per_s": round(len(texts) / embed_seconds, 1),
-        "ratio": round((children / seconds) / (len(texts) / embed_seconds), 3),
-        "reingest_unchanged_s": round(again_seconds, 1),
+        "submit_http": {**submit.__dict__, "docs_per_s": round(len(docs) / submit.wall_s, 1)},
+        "pipeline": {**pipeline.__dict__, "chunks_per_s": round(children / pipeline.wall_s, 1)},
+        "embedder_alone": {
+            "before": alone_before.__dict__,
+            "after": alone_after.__dict__,
+            "chunks_per_s": round(len(texts) / alone_wall, 1),
+        },
+        # The bar: pipeline chunks/s over the embedder's own chunks/s (wall); the CPU ratio is the
+        # same comparison in CPU seconds, steadier on a shared machine.
+        "ratio_wall": round((children / pipeline.wall_s) / (len(texts) / alone_wall), 3),
+        "ratio_cpu": round((children / pipeline.cpu_s) / (len(texts) / alone_cpu), 3),
+        "end_to_end_with_submit_chunks_per_s": round(children / (submit.wall_s + pipeline.wall_s), 1),
+        "reingest_unchanged_streamed": reingest.__dict__,
+        "peak_rss_mb": round(peak_rss_mb),
+        "loadavg": loads,
     }
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
-
-
-def _ref_ids(s: Any, kb: str) -> list[str]:
-    from citegate.search.base import SearchFilter
-
-    hits = s.index.search(
-        query="the", vector=None, filter=SearchFilter(frozenset({kb})), limit=100000, mode="lexical"
-    )
-    return [h.chunk.ref_id for h in hits.hits]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""SQS consumer: one Step Functions execution per queued task, with partial batch failures."""
+"""SQS consumer: one Step Functions execution per batch of queued tasks, with partial batch failures."""
 
 from typing import Any
 
@@ -6,19 +6,23 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from citegate.container import services
-from citegate.ingest.consumer import start_ingestion
+from citegate.ingest.consumer import start_batch
 from citegate.observability import logger, traced
 
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
-def record_handler(record: SQSRecord) -> str:
-    return start_ingestion(services(), record.body)
-
-
 @logger.inject_lambda_context
 @traced
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
+    # The whole batch starts as one execution; then each message reports its own outcome.
+    started = start_batch(services(), [record["body"] for record in event.get("Records", [])])
+
+    def record_handler(record: SQSRecord) -> str:
+        return started.outcome(record.body)
+
+    return dict(
+        process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
     )

@@ -336,7 +336,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         tables=_tables(credentials="read"),
     ),
     routes.INGEST_CONSUMER_FUNCTION: FunctionSpec(
-        "SQS consumer: one Step Functions execution per task",
+        "SQS consumer: one Step Functions execution per SQS batch",
         memory_mb=256,
         timeout_s=resources.INGEST_CONSUMER_TIMEOUT_SECONDS,
         tables=_tables(tasks="read"),

@@ -1,32 +1,97 @@
-"""The ingestion queue's consumer: start one workflow execution per task.
+"""The ingestion queue's consumer: one workflow execution per SQS batch.
 
-The execution is named after the task, so a redelivered message cannot start a second one.
+The execution is named after the batch's tasks (`batch.batch_id`), so a redelivered batch finds
+its execution already started. Tasks that have finished (an earlier delivery did them) or no
+longer exist are acknowledged without starting anything. Each message's outcome is reported on
+its own (Powertools partial batch response): a malformed message fails alone, and if the
+execution cannot be started, only the messages it would have run are retried.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from citegate.ingest import ledger
+from citegate.ingest.batch import BatchState, DocumentRef, batch_id
 from citegate.observability import logger
 
 if TYPE_CHECKING:
     from citegate.container import Services
 
+# The queue's event source, here and in infra/constructs/ingestion.py: up to BATCH_SIZE messages,
+# gathered for at most BATCHING_WINDOW_SECONDS, make one execution.
+BATCH_SIZE = 10
+BATCHING_WINDOW_SECONDS = 1
 
-def start_ingestion(s: Services, message_body: str) -> str:
-    """Start (or find already started) the execution for one queued task; returns what happened."""
-    task_id = json.loads(message_body)["task_id"]
-    task = s.tasks.find(task_id)
-    if task is None:
-        logger.warning("queued task no longer exists", extra={"task_id": task_id})
-        return "missing"
-    if task.status in ("succeeded", "failed"):
-        return "finished"
-    payload = {"task_id": task.task_id, "kb_id": task.kb_id, "document_id": task.document_id}
+
+def task_id_of(message_body: str) -> str:
+    """The task a message names; ValueError for a malformed message."""
+    try:
+        task_id = json.loads(message_body)["task_id"]
+    except (TypeError, ValueError, KeyError) as error:
+        raise ValueError(f"not an ingestion message: {message_body[:100]!r}") from error
+    if not isinstance(task_id, str) or not task_id:
+        raise ValueError(f"not an ingestion message: {message_body[:100]!r}")
+    return task_id
+
+
+@dataclass
+class StartedBatch:
+    """What happened to each task of one SQS batch."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)  # task id -> what happened
+    error: Exception | None = None  # why the execution could not be started
+
+    def outcome(self, message_body: str) -> str:
+        """One message's outcome; raises (so the message is retried) if its task was not started."""
+        task_id = task_id_of(message_body)
+        if task_id in self.outcomes:
+            return self.outcomes[task_id]
+        raise RuntimeError(f"the ingestion of task {task_id} could not be started: {self.error}")
+
+
+def start_batch(s: Services, message_bodies: list[str]) -> StartedBatch:
+    """Start one execution for the unfinished tasks among the messages (at most one per batch)."""
+    task_ids: list[str] = []
+    for body in message_bodies:
+        try:
+            task_ids.append(task_id_of(body))
+        except ValueError:
+            continue  # reported as that message's failure by `StartedBatch.outcome`
+    started = StartedBatch()
+    try:
+        tasks = ledger.find_tasks(s, task_ids)
+    except Exception as error:  # DynamoDB did not answer: every message is retried
+        logger.exception("could not read the batch's tasks")
+        started.error = error
+        return started
+    pending: list[DocumentRef] = []
+    for task_id in dict.fromkeys(task_ids):
+        task = tasks.get(task_id)
+        if task is None or task.document_id is None:
+            logger.warning("queued task no longer exists", extra={"task_id": task_id})
+            started.outcomes[task_id] = "missing"
+        elif task.status in ("succeeded", "failed"):
+            started.outcomes[task_id] = "finished"
+        else:
+            pending.append(DocumentRef(task_id=task_id, kb_id=task.kb_id, document_id=task.document_id))
+    if not pending:
+        return started
+    name = batch_id([d.task_id for d in pending])
+    state = BatchState(batch_id=name, documents=pending)
     sfn = s.aws.stepfunctions
     try:
-        sfn.start_execution(stateMachineArn=s.state_machine_arn, name=task_id, input=json.dumps(payload))
+        sfn.start_execution(stateMachineArn=s.state_machine_arn, name=name, input=json.dumps(state.dump()))
+        outcome = "started"
     except sfn.exceptions.ExecutionAlreadyExists:
-        return "already-started"
-    return "started"
+        outcome = "already-started"
+    except Exception as error:
+        logger.exception("could not start the ingestion workflow", extra={"batch_id": name})
+        started.error = error
+        return started
+    for document in pending:
+        started.outcomes[document.task_id] = outcome
+    logger.info("ingestion batch " + outcome, extra={"batch_id": name, "documents": len(pending)})
+    return started

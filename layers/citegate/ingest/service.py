@@ -25,7 +25,7 @@ from citegate.errors import (
 )
 from citegate.identity.principal import Principal
 from citegate.ingest.parsing import ParseError, detect_mime_type
-from citegate.models.documents import DocumentRecord, IngestRequest, Task, UploadRequest
+from citegate.models.documents import DocumentRecord, IngestRequest, Task, TaskCounts, UploadRequest
 from citegate.models.kb import KnowledgeBase
 from citegate.observability import logger
 from citegate.store.dynamo import utc_now
@@ -40,10 +40,6 @@ def raw_key(kb_id: str, document_id: str, sha256: str) -> str:
 
 def upload_prefix(kb_id: str) -> str:
     return f"uploads/{kb_id}/"
-
-
-def work_prefix(task_id: str) -> str:
-    return f"work/{task_id}/"
 
 
 @dataclass(frozen=True)
@@ -104,6 +100,9 @@ class IngestionService:
             raw_key=key,
             status="queued",
             task_id=task.task_id,
+            # What is indexed until this ingestion replaces it (and tells indexing to look for
+            # stale parents: a document never indexed has none).
+            counts=previous.counts if previous else TaskCounts(),
             metadata=metadata,
             created_at=previous.created_at if previous else now,
             updated_at=now,

@@ -1,93 +1,130 @@
-"""The ingestion workflow's steps, one Lambda task each (see ingestion.asl.json).
+"""The ingestion workflow's steps (see ingestion.asl.json), one Lambda task each, over a batch.
 
-Steps pass only ids and S3 keys between them (Step Functions payloads are small); the work files
-live under work/{task_id}/ and are removed when the task finishes. Every step is idempotent, so a
-retried step or a redelivered message never creates a second copy of anything.
+Each step takes the batch state (citegate.ingest.batch) and returns it. A document that cannot
+be ingested (a corrupt file, a superseded or deleted document) moves to `failed` with a readable
+reason and the others go on; finalize records every outcome. A failure that retrying may fix (a
+backend that did not answer) is raised, so the workflow retries the whole step: every step is
+idempotent, so a retried step or a redelivered batch never creates a second copy of anything.
 """
 
 from __future__ import annotations
 
-import io
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from citegate import ids
-from citegate.ingest.service import work_prefix
+from citegate.ingest import ledger
+from citegate.ingest.batch import (
+    BatchState,
+    DocumentRef,
+    FailedDocument,
+    stash_json,
+    stash_vectors,
+    unstash_json,
+    unstash_vectors,
+    work_prefix,
+)
 from citegate.observability import logger
 
 if TYPE_CHECKING:
     from citegate.container import Services
+    from citegate.models.documents import DocumentRecord
+    from citegate.search.base import ChunkRecord
 
 StepEvent = dict[str, Any]
 
 
 class PermanentStepError(Exception):
-    """A failure that retrying cannot fix (a corrupt file, a superseded task): the workflow's
-    Retry skips it and its Catch marks the task failed with this message."""
+    """A failure of the whole batch that retrying cannot fix: the workflow's Retry skips it and its
+    Catch marks the batch's documents failed with this message."""
 
 
 class TransientStepError(Exception):
     """A failure worth retrying (a backend that did not answer)."""
 
 
-def _ids(event: StepEvent) -> tuple[str, str, str]:
-    return event["task_id"], event["kb_id"], event["document_id"]
-
-
-def _require_current(s: Services, event: StepEvent) -> Any:
-    task_id, kb_id, document_id = _ids(event)
-    record = s.documents.find(kb_id, document_id)
+def _current(records: dict[tuple[str, str], DocumentRecord], document: DocumentRef) -> DocumentRecord | str:
+    """The document's record while this task may still ingest it, else why it may not."""
+    record = records.get((document.kb_id, document.document_id))
     if record is None:
-        raise PermanentStepError("the document was deleted while it was being ingested")
-    if record.task_id != task_id:
-        raise PermanentStepError(
-            f"superseded by a newer ingestion of the same source (task {record.task_id})"
-        )
+        return "the document was deleted while it was being ingested"
+    if record.task_id != document.task_id:
+        return f"superseded by a newer ingestion of the same source (task {record.task_id})"
     return record
+
+
+def _error_code(error: Exception) -> str:
+    response = getattr(error, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+def _records(s: Services, state: BatchState) -> dict[tuple[str, str], DocumentRecord]:
+    return ledger.find_documents(s, [(d.kb_id, d.document_id) for d in state.documents])
 
 
 def parse(s: Services, event: StepEvent) -> StepEvent:
     from citegate.ingest.parsing import ParseError, parse_document
 
-    task_id, kb_id, document_id = _ids(event)
-    record = _require_current(s, event)
-    s.tasks.update(task_id, status="running")
-    s.documents.update_if_current(kb_id, document_id, task_id, {"status": "running"})
-    data = s.blobs.get(record.raw_key)
-    try:
-        parsed = parse_document(
-            data, mime_type=record.mime_type, source_name=record.source_name, title=record.title or None
+    state = BatchState.model_validate(event)
+    records = _records(s, state)
+    # Tasks an earlier delivery finished are left out: there is nothing to redo.
+    running = ledger.update_tasks(s, {d.task_id: {"status": "running"} for d in state.documents})
+    parsed: dict[str, Any] = {}
+    going: list[DocumentRef] = []
+    for document in state.documents:
+        if document.task_id not in running:
+            continue
+        record = _current(records, document)
+        if isinstance(record, str):
+            state.fail(document, record)
+            continue
+        s.documents.update_if_current(
+            document.kb_id, document.document_id, document.task_id, {"status": "running"}
         )
-    except ParseError as error:
-        raise PermanentStepError(str(error)) from error
-    key = work_prefix(task_id) + "parsed.json"
-    s.blobs.put_json(
-        key,
-        {
-            "text": parsed.text,
-            "title": parsed.title,
-            "mime_type": parsed.mime_type,
-            "pages": [[p.start, p.end, p.page] for p in parsed.pages],
-        },
-    )
-    return {**event, "parsed_key": key}
+        try:
+            data = s.blobs.get(record.raw_key)
+        except Exception as error:
+            if _error_code(error) not in ("NoSuchKey", "404"):
+                raise  # S3 did not answer: retry the step
+            state.fail(document, "the stored document is missing; ingest it again")
+            continue
+        try:
+            result = parse_document(
+                data, mime_type=record.mime_type, source_name=record.source_name, title=record.title or None
+            )
+        except ParseError as error:
+            state.fail(document, str(error))
+            continue
+        except Exception as error:  # the bytes are what they are: no retry can parse them
+            state.fail(document, f"the document could not be parsed: {error}")
+            continue
+        parsed[document.task_id] = {
+            "text": result.text,
+            "title": result.title,
+            "mime_type": result.mime_type,
+            "pages": [[p.start, p.end, p.page] for p in result.pages],
+        }
+        going.append(document)
+    state.documents = going
+    state.parsed = stash_json(s, state, "parsed", parsed)
+    return state.dump()
 
 
-def chunk(s: Services, event: StepEvent) -> StepEvent:
+def _chunks_of(document_id: str, parsed: dict[str, Any]) -> dict[str, Any]:
     from citegate.ingest.chunking import chunk_document
     from citegate.ingest.documents import PageSpan, ParsedDocument
 
-    task_id, _, document_id = _ids(event)
-    parsed = s.blobs.get_json(event["parsed_key"])
-    document = ParsedDocument(
-        text=parsed["text"],
-        title=parsed["title"],
-        mime_type=parsed["mime_type"],
-        pages=tuple(PageSpan(*p) for p in parsed["pages"]),
+    chunked = chunk_document(
+        ParsedDocument(
+            text=parsed["text"],
+            title=parsed["title"],
+            mime_type=parsed["mime_type"],
+            pages=tuple(PageSpan(*p) for p in parsed["pages"]),
+        )
     )
-    chunked = chunk_document(document)
     parents = [
         {
             "parent_id": ids.parent_id(document_id, p.index),
@@ -113,107 +150,202 @@ def chunk(s: Services, event: StepEvent) -> StepEvent:
         }
         for c in chunked.children
     ]
-    key = work_prefix(task_id) + "chunks.json"
-    s.blobs.put_json(key, {"title": document.title, "parents": parents, "children": children})
-    return {**event, "chunks_key": key, "parents": len(parents), "children": len(children)}
+    return {"title": parsed["title"], "parents": parents, "children": children}
+
+
+def chunk(s: Services, event: StepEvent) -> StepEvent:
+    state = BatchState.model_validate(event)
+    parsed = unstash_json(s, state.parsed)
+    chunks: dict[str, Any] = {}
+    going: list[DocumentRef] = []
+    for document in state.documents:
+        try:
+            chunks[document.task_id] = _chunks_of(document.document_id, parsed[document.task_id])
+        except Exception as error:  # the same text chunks the same way: no retry can help
+            state.fail(document, f"the document could not be chunked: {error}")
+            continue
+        document.parents = len(chunks[document.task_id]["parents"])
+        document.children = len(chunks[document.task_id]["children"])
+        going.append(document)
+    state.documents = going
+    state.parsed = None
+    state.chunks = stash_json(s, state, "chunks", chunks)
+    return state.dump()
 
 
 def embed(s: Services, event: StepEvent) -> StepEvent:
-    task_id = event["task_id"]
-    chunks = s.blobs.get_json(event["chunks_key"])
-    texts = [c["text"] for c in chunks["children"]]
+    """One embedding call for every child of the batch (the cache skips unchanged text)."""
+    state = BatchState.model_validate(event)
+    chunks = unstash_json(s, state.chunks)
+    texts = [c["text"] for d in state.documents for c in chunks[d.task_id]["children"]]
     embedder = s.embedder
     before = (getattr(embedder, "hits", 0), getattr(embedder, "misses", 0))
     vectors = embedder.embed_documents(texts) if texts else np.zeros((0, embedder.dimension), np.float32)
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(vectors, dtype=np.float32), allow_pickle=False)
-    key = work_prefix(task_id) + "vectors.npy"
-    s.blobs.put(key, buffer.getvalue())
-    reused = getattr(embedder, "hits", 0) - before[0]
-    embedded = getattr(embedder, "misses", 0) - before[1]
-    return {
-        **event,
-        "vectors_key": key,
-        "model_id": embedder.model_id,
-        "embedded": embedded,
-        "reused": reused,
-    }
+    state.vectors = stash_vectors(s, state, vectors)
+    state.model_id = embedder.model_id
+    state.reused = getattr(embedder, "hits", 0) - before[0]
+    state.embedded = getattr(embedder, "misses", 0) - before[1]
+    return state.dump()
 
 
 def index(s: Services, event: StepEvent) -> StepEvent:
+    """Parents to the parent store, then every document's children to the index in one commit."""
     from citegate.search.base import ChunkRecord
 
-    _, kb_id, document_id = _ids(event)
-    record = _require_current(s, event)
-    kb = s.kbs.get(kb_id)
-    chunks = s.blobs.get_json(event["chunks_key"])
-    vectors = np.load(io.BytesIO(s.blobs.get(event["vectors_key"])), allow_pickle=False)
-    if event.get("model_id") != s.embedder.model_id:
-        raise TransientStepError("the embedding model changed while the document was being ingested")
-    meta = record.metadata
-    title = record.title or chunks["title"] or record.source_name
-    records = [
-        ChunkRecord(
-            ref_id=c["ref_id"],
-            kb_id=kb_id,
-            tenant_id=kb.tenant_id,
-            document_id=document_id,
-            parent_id=c["parent_id"],
-            source_name=record.source_name,
-            text=c["text"],
-            position=c["index"],
-            title=title,
-            page=c["page"],
-            project=str(meta.get("project") or ""),
-            path=str(meta.get("path") or ""),
-            version=str(meta.get("version") or ""),
-            url=str(meta.get("url") or ""),
-            anchor=c.get("anchor") or "",
-            heading=c.get("heading") or "",
-            vector=vectors[i],
+    state = BatchState.model_validate(event)
+    if state.model_id != s.embedder.model_id:
+        raise TransientStepError("the embedding model changed while the batch was being ingested")
+    chunks = unstash_json(s, state.chunks)
+    vectors = unstash_vectors(s, state.vectors)
+    records = _records(s, state)
+    kbs: dict[str, Any] = {}
+    upserts: list[tuple[DocumentRef, list[ChunkRecord]]] = []
+    parents: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    new: set[tuple[str, str]] = set()  # documents never indexed before: no stale parents to find
+    offset = 0
+    for document in state.documents:
+        rows = vectors[offset : offset + document.children]
+        offset += document.children
+        record = _current(records, document)
+        if document.kb_id not in kbs:
+            kbs[document.kb_id] = s.kbs.find(document.kb_id)
+        kb = kbs[document.kb_id]
+        if kb is None:
+            record = "the knowledge base was deleted while the document was being ingested"
+        if isinstance(record, str):
+            state.fail(document, record)
+            continue
+        work = chunks[document.task_id]
+        if record.counts.parents == 0:
+            new.add((document.kb_id, document.document_id))
+        meta = record.metadata
+        title = record.title or work["title"] or record.source_name
+        document.title = title
+        upserts.append(
+            (
+                document,
+                [
+                    ChunkRecord(
+                        ref_id=c["ref_id"],
+                        kb_id=document.kb_id,
+                        tenant_id=kb.tenant_id,
+                        document_id=document.document_id,
+                        parent_id=c["parent_id"],
+                        source_name=record.source_name,
+                        text=c["text"],
+                        position=c["index"],
+                        title=title,
+                        page=c["page"],
+                        project=str(meta.get("project") or ""),
+                        path=str(meta.get("path") or ""),
+                        version=str(meta.get("version") or ""),
+                        url=str(meta.get("url") or ""),
+                        anchor=c.get("anchor") or "",
+                        heading=c.get("heading") or "",
+                        vector=rows[i],
+                    )
+                    for i, c in enumerate(work["children"])
+                ],
+            )
         )
-        for i, c in enumerate(chunks["children"])
-    ]
-    # Parents first: a chunk that can be found always has its parent to show.
-    s.parents.replace(
-        kb_id,
-        document_id,
-        [
+        parents[(document.kb_id, document.document_id)] = [
             {
                 **p,
-                "kb_id": kb_id,
-                "document_id": document_id,
+                "kb_id": document.kb_id,
+                "document_id": document.document_id,
                 "source_name": record.source_name,
                 "title": title,
             }
-            for p in chunks["parents"]
-        ],
-    )
-    s.index.upsert_document(kb_id, document_id, records)
-    return {**event, "title": title}
+            for p in work["parents"]
+        ]
+    # Parents first: a chunk that can be found always has its parent to show.
+    ledger.replace_parents(s, parents, new)
+    indexed = _upsert(s, state, upserts)
+    state.documents = [d for d in state.documents if d.task_id in indexed]
+    return state.dump()
+
+
+def _upsert(
+    s: Services, state: BatchState, upserts: Sequence[tuple[DocumentRef, list[ChunkRecord]]]
+) -> set[str]:
+    """Index the batch with one commit where the engine can; returns the task ids indexed."""
+    if not upserts:
+        return set()
+    bulk = getattr(s.index, "upsert_documents", None)
+    if bulk is not None:
+        try:
+            bulk([(d.kb_id, d.document_id, chunks) for d, chunks in upserts])
+            return {d.task_id for d, _ in upserts}
+        except ValueError:
+            pass  # a chunk the batch may not write (see upsert_documents): find which document
+    indexed: set[str] = set()
+    for document, chunk_records in upserts:
+        try:
+            s.index.upsert_document(document.kb_id, document.document_id, chunk_records)
+        except ValueError as error:
+            state.fail(document, f"the document could not be indexed: {error}")
+            continue
+        indexed.add(document.task_id)
+    return indexed
+
+
+def _record_failures(s: Services, failed: Sequence[FailedDocument]) -> None:
+    """A failure never overrides a finished outcome (another delivery may have finished the task)."""
+    changed = ledger.update_tasks(s, {f.task_id: {"status": "failed", "error": f.error} for f in failed})
+    for document in failed:
+        if document.task_id not in changed:
+            continue
+        s.documents.update_if_current(
+            document.kb_id,
+            document.document_id,
+            document.task_id,
+            {"status": "failed", "error": document.error},
+        )
+        logger.warning("ingestion failed", extra={"task_id": document.task_id, "reason": document.error})
 
 
 def finalize(s: Services, event: StepEvent) -> StepEvent:
-    task_id, kb_id, document_id = _ids(event)
-    counts = {"parents": int(event.get("parents", 0)), "children": int(event.get("children", 0))}
-    changes = {"status": "indexed", "counts": counts, "error": None}
-    if event.get("title"):
-        changes["title"] = event["title"]
-    s.documents.update_if_current(kb_id, document_id, task_id, changes)
-    s.tasks.update(task_id, status="succeeded", counts=counts, error=None)
-    s.blobs.delete_prefix(work_prefix(task_id))
-    logger.info("document indexed", extra={"task_id": task_id, "kb_id": kb_id, **counts})
-    return {"task_id": task_id, "status": "succeeded", **counts}
+    state = BatchState.model_validate(event)
+    succeeded: dict[str, dict[str, Any]] = {}
+    for document in state.documents:
+        counts = {"parents": document.parents, "children": document.children}
+        changes: dict[str, Any] = {"status": "indexed", "counts": counts, "error": None}
+        if document.title:
+            changes["title"] = document.title
+        s.documents.update_if_current(document.kb_id, document.document_id, document.task_id, changes)
+        succeeded[document.task_id] = {"status": "succeeded", "counts": counts, "error": None}
+        logger.info(
+            "document indexed", extra={"task_id": document.task_id, "kb_id": document.kb_id, **counts}
+        )
+    # This execution indexed them: succeeded even if a duplicate delivery marked one failed.
+    ledger.update_tasks(s, succeeded, reopen=True)
+    _record_failures(s, state.failed)
+    if state.work_files:
+        s.blobs.delete_prefix(work_prefix(state.batch_id))
+    return _summary(state)
 
 
 def mark_failed(s: Services, event: StepEvent) -> StepEvent:
-    task_id, kb_id, document_id = _ids(event)
-    reason = failure_reason(event.get("error") or {})
-    s.tasks.update(task_id, status="failed", error=reason)
-    s.documents.update_if_current(kb_id, document_id, task_id, {"status": "failed", "error": reason})
-    s.blobs.delete_prefix(work_prefix(task_id))
-    logger.warning("ingestion failed", extra={"task_id": task_id, "reason": reason})
-    return {"task_id": task_id, "status": "failed", "error": reason}
+    """The Catch: a step failed for the whole batch; its documents fail with the step's reason."""
+    state = BatchState.model_validate(event)
+    reason = failure_reason(state.error or {})
+    for document in state.documents:
+        state.fail(document, reason)
+    state.documents = []
+    _record_failures(s, state.failed)
+    # Unconditionally: the failed step may have written work files its output never announced.
+    s.blobs.delete_prefix(work_prefix(state.batch_id))
+    return _summary(state)
+
+
+def _summary(state: BatchState) -> StepEvent:
+    return {
+        "batch_id": state.batch_id,
+        "succeeded": [d.task_id for d in state.documents],
+        "failed": [{"task_id": f.task_id, "error": f.error} for f in state.failed],
+        "embedded": state.embedded,
+        "reused": state.reused,
+    }
 
 
 def failure_reason(error: dict[str, Any]) -> str:

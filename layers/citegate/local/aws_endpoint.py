@@ -1,8 +1,9 @@
 """The embedded AWS endpoint: moto on a loopback port, durable through the journal, with Lambda
 invocations dispatched to our own handlers in this process.
 
-Relies on moto internals in two places (pinned in pyproject.toml, covered by tests): the
-simple Lambda backend's `invoke`, and the server's WSGI application.
+Relies on moto internals in three places (pinned in pyproject.toml, covered by tests): the
+simple Lambda backend's `invoke`, the Step Functions interpreter's Lambda client factory, and the
+server's WSGI application.
 """
 
 from __future__ import annotations
@@ -56,8 +57,31 @@ def route_lambda(function_name: str, function: str) -> None:
 
 def _install_lambda_dispatch() -> None:
     from moto.awslambda_simple.models import LambdaSimpleBackend
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
     LambdaSimpleBackend.invoke = _dispatching_invoke  # type: ignore[method-assign]
+    # moto's Step Functions interpreter builds a new boto3 client for every Lambda task it runs
+    # (tens of milliseconds of CPU each); boto3 clients are thread-safe, so one per region will do.
+    utils: Any = lambda_eval_utils
+    original = getattr(utils.boto_client_for, "__wrapped__", utils.boto_client_for)
+    utils.boto_client_for = _cached_client_factory(original)
+
+
+def _cached_client_factory(create: Any) -> Any:
+    from moto.settings import moto_server_port
+
+    clients: dict[tuple[str, str, str], Any] = {}
+    lock = threading.Lock()
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        key = (region, service, moto_server_port())  # a restarted endpoint has a new port
+        with lock:
+            if key not in clients:
+                clients[key] = create(region=region, service=service, state_credentials=state_credentials)
+            return clients[key]
+
+    boto_client_for.__wrapped__ = create  # type: ignore[attr-defined]
+    return boto_client_for
 
 
 class _QuietHandler:

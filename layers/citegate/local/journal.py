@@ -7,7 +7,7 @@ one put per live item and object, so it never grows beyond the state it describe
 serialised while they are applied and journaled, so the journal's order is the order moto saw.
 
 SQS messages and Step Functions executions are not kept: the local stack re-enqueues unfinished
-tasks on start instead (their executions are named after the task, so nothing runs twice).
+tasks on start instead (a resumed task's steps skip what already finished).
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 """What a Lambda event source mapping does in AWS: poll SQS, invoke the consumer with a batch,
-and delete only the messages that the consumer did not report as failed."""
+and delete only the messages that the consumer did not report as failed.
+
+Like the mapping's MaximumBatchingWindowInSeconds, a batch is gathered for up to `batching_window`
+seconds (or until it holds `batch_size` messages), so documents submitted one by one still reach
+the workflow as batches.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,11 @@ import threading
 import time
 from typing import Any
 
+from citegate.ingest.consumer import BATCH_SIZE, BATCHING_WINDOW_SECONDS
 from citegate.local.functions import invoke
 from citegate.observability import logger
+
+SQS_RECEIVE_MAX = 10  # ReceiveMessage returns at most 10 messages per call
 
 
 def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str) -> dict[str, Any]:
@@ -31,25 +39,54 @@ def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str) -> di
 
 
 class QueuePoller:
-    def __init__(self, sqs: Any, queue_url: str, function: str, region: str, batch_size: int = 10) -> None:
+    def __init__(
+        self,
+        sqs: Any,
+        queue_url: str,
+        function: str,
+        region: str,
+        batch_size: int = BATCH_SIZE,
+        batching_window: float = BATCHING_WINDOW_SECONDS,
+    ) -> None:
         self._sqs = sqs
         self._queue_url = queue_url
         self._function = function
         self._region = region
         self._batch_size = batch_size
+        self._batching_window = batching_window
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
 
+    def _receive(self, wait_seconds: int) -> list[dict[str, Any]]:
+        """Up to batch_size messages: the first long poll waits `wait_seconds`; once one message
+        is in, the rest of the batching window gathers more."""
+        messages: list[dict[str, Any]] = []
+        deadline = 0.0
+        while len(messages) < self._batch_size:
+            remaining = deadline - time.monotonic()
+            if messages and (remaining <= 0 or self._stop.is_set()):
+                break
+            received = self._sqs.receive_message(
+                QueueUrl=self._queue_url,
+                MaxNumberOfMessages=min(SQS_RECEIVE_MAX, self._batch_size - len(messages)),
+                # A long poll returns as soon as a message is there; it may overrun the window by < 1 s.
+                WaitTimeSeconds=wait_seconds if not messages else int(remaining >= 1),
+                AttributeNames=["All"],
+            ).get("Messages", [])
+            if not messages:
+                if not received:
+                    return []
+                deadline = time.monotonic() + self._batching_window
+            messages += received
+            if not received and remaining < 1:
+                self._stop.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+        return messages
+
     def poll_once(self, wait_seconds: int = 1) -> int:
-        messages = self._sqs.receive_message(
-            QueueUrl=self._queue_url,
-            MaxNumberOfMessages=self._batch_size,
-            WaitTimeSeconds=wait_seconds,
-            AttributeNames=["All"],
-        ).get("Messages", [])
+        messages = self._receive(wait_seconds)
         if not messages:
             return 0
         try:
@@ -59,10 +96,13 @@ class QueuePoller:
             logger.exception("queue consumer failed; the whole batch will be redelivered")
             return 0
         done = [m for m in messages if m["MessageId"] not in failed]
-        if done:
+        for start in range(0, len(done), SQS_RECEIVE_MAX):  # DeleteMessageBatch takes 10 at most
             self._sqs.delete_message_batch(
                 QueueUrl=self._queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                    for i, m in enumerate(done[start : start + SQS_RECEIVE_MAX])
+                ],
             )
         return len(messages)
 

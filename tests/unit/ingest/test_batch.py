@@ -1,0 +1,88 @@
+"""The workflow batch: execution names, inline or S3 work data, and the consumer's per-message outcomes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from citegate.ingest.batch import (
+    INLINE_LIMIT_BYTES,
+    BatchState,
+    DocumentRef,
+    batch_id,
+    stash_json,
+    stash_vectors,
+    unstash_json,
+    unstash_vectors,
+)
+from citegate.ingest.consumer import StartedBatch, task_id_of
+
+
+class Blobs:
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def put(self, key: str, body: bytes, content_type: str = "") -> None:
+        self.objects[key] = body
+
+    def get(self, key: str) -> bytes:
+        return self.objects[key]
+
+    def get_json(self, key: str) -> Any:
+        return json.loads(self.objects[key])
+
+
+class Services:
+    def __init__(self) -> None:
+        self.blobs = Blobs()
+
+
+def _state() -> BatchState:
+    return BatchState(
+        batch_id=batch_id(["t1"]), documents=[DocumentRef(task_id="t1", kb_id="k", document_id="d")]
+    )
+
+
+def test_a_batch_is_named_by_its_tasks_in_any_order() -> None:
+    assert batch_id(["t1", "t2"]) == batch_id(["t2", "t1", "t2"]) != batch_id(["t1"])
+    assert len(batch_id([f"t_{i:032x}" for i in range(100)])) <= 80  # Step Functions' name limit
+
+
+def test_small_work_data_travels_inline_and_large_through_s3() -> None:
+    s, state = Services(), _state()
+    small = {"t1": {"text": "short"}}
+    stash = stash_json(s, state, "chunks", small)  # type: ignore[arg-type]
+    assert stash.inline == small and stash.key is None and not state.work_files
+    large = {"t1": {"text": "x" * (INLINE_LIMIT_BYTES + 1)}}
+    stash = stash_json(s, state, "chunks", large)  # type: ignore[arg-type]
+    assert stash.key == f"work/{state.batch_id}/chunks.json" and state.work_files
+    assert unstash_json(s, stash) == large
+
+
+@pytest.mark.parametrize("rows", [3, 200])
+def test_vectors_round_trip_inline_or_through_s3(rows: int) -> None:
+    s, state = Services(), _state()
+    vectors = np.random.default_rng(0).random((rows, 64), dtype=np.float32)
+    stash = stash_vectors(s, state, vectors)  # type: ignore[arg-type]
+    assert (stash.key is None) == (rows == 3)
+    assert np.array_equal(unstash_vectors(s, stash), vectors)  # type: ignore[arg-type]
+
+
+def test_a_failed_document_keeps_its_reason() -> None:
+    state = _state()
+    state.fail(state.documents[0], "the PDF is corrupt")
+    dumped = BatchState.model_validate(json.loads(json.dumps(state.dump())))
+    assert dumped.failed[0].error == "the PDF is corrupt" and dumped.failed[0].task_id == "t1"
+
+
+def test_each_message_reports_its_own_outcome() -> None:
+    started = StartedBatch(outcomes={"t1": "started"}, error=ConnectionError("no answer"))
+    assert started.outcome(json.dumps({"task_id": "t1"})) == "started"
+    with pytest.raises(RuntimeError, match="no answer"):
+        started.outcome(json.dumps({"task_id": "t2"}))
+    for bad in ["{not json", "[]", json.dumps({"task_id": 3}), json.dumps({})]:
+        with pytest.raises(ValueError):
+            task_id_of(bad)
