@@ -8,7 +8,7 @@ UV ?= uv
 EXTRAS := --extra local --extra e5 --extra mcp --extra browser --group infra
 RUN := $(UV) run --frozen $(EXTRAS)
 
-.PHONY: help install demo serve bench test test-unit test-integration test-e2e lint format typecheck synth clean
+.PHONY: help install demo serve bench eval test test-unit test-integration test-e2e lint format typecheck synth clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -44,8 +44,13 @@ format: install ## apply ruff formatting
 typecheck: install ## mypy strict on the layer
 	$(RUN) mypy layers/citegate
 
-bench: install ## retrieve and ask latency at 10k and 100k chunks (figures printed and saved under bench-results/)
-	$(RUN) python benchmarks/retrieval.py
+bench: install ## retrieve and ask latency at 10k and 100k chunks, handler import times (printed, saved under bench-results/)
+	$(RUN) python benchmarks/retrieval.py && $(RUN) python benchmarks/cold_start.py
+
+EMBEDDERS ?= use
+SETS ?= scifact,cmrc2018,squad2_dev
+eval: install ## quality and honesty on the shared sets beside peers (docs/results/; EMBEDDERS=use,e5 SETS=...)
+	$(UV) run --frozen --inexact --group bench $(EXTRAS) python -m benchmarks.evaluate --embedders $(EMBEDDERS) --sets $(SETS)
 
 synth: install ## cdk synth offline into cdk.out (CDK CLI v2 from npm, local Node, no Docker; layers cached in .cache/)
 	@test -x .cache/cdk-cli/node_modules/.bin/cdk || npm install --no-save --no-audit --no-fund --loglevel=error \

@@ -20,8 +20,12 @@ if TYPE_CHECKING:
     from citegate.container import Services
 
 MAX_CANDIDATES = 200
-# Fusion tuned on SciFact dev (see docs/quality.md): min-max with this weight on BM25.
-DEFAULT_FUSION = FusionConfig(method="min_max", lexical_weight=0.7)
+# Min-max fusion's weight on BM25 per embedding model, tuned on SciFact dev (benchmarks/tune_fusion.py):
+# a weak dense side (USE) needs BM25 to lead, a strong one (e5) the other way round.
+LEXICAL_WEIGHTS = {"use-multilingual-v3": 0.7, "multilingual-e5-small": 0.3}
+# Any other model (an embedding endpoint) has not been measured: lean on BM25 like the default.
+DEFAULT_LEXICAL_WEIGHT = 0.7
+DEFAULT_FUSION = FusionConfig(method="min_max", lexical_weight=DEFAULT_LEXICAL_WEIGHT)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,13 @@ def candidate_pool(top_k: int, filtered: bool) -> int:
     return min(max(top_k * 5, 50), MAX_CANDIDATES)
 
 
+def fusion_for(model_id: str | None, lexical_weight: float | None = None) -> FusionConfig:
+    """Min-max fusion with the configured weight, else the one tuned for the embedding model."""
+    if lexical_weight is None:
+        lexical_weight = LEXICAL_WEIGHTS.get(model_id or "", DEFAULT_LEXICAL_WEIGHT)
+    return FusionConfig(method="min_max", lexical_weight=lexical_weight)
+
+
 def retrieve(
     s: Services,
     scope: Scope,
@@ -70,21 +81,27 @@ def retrieve(
     *,
     top_k: int = 8,
     score_threshold: float | None = None,
-    fusion: FusionConfig = DEFAULT_FUSION,
+    fusion: FusionConfig | None = None,
 ) -> Retrieval:
+    """Hybrid search over `scope`; `fusion` defaults to `fusion_for` the embedder and settings."""
     started = time.perf_counter()
     fallbacks: list[str] = []
     timings: dict[str, float] = {}
     pool = candidate_pool(top_k, scope.filtered)
 
     vector = None
+    model_id: str | None = None
     embed_started = time.perf_counter()
     try:
-        vector = s.embedder.embed_query(query)
+        embedder = s.embedder
+        model_id = embedder.model_id
+        vector = embedder.embed_query(query)
     except Exception as error:  # any embedder failure degrades to BM25, it never fails the query
         logger.warning("query embedding failed; BM25 answers alone", extra={"reason": str(error)})
         fallbacks.append(f"dense_unavailable: {type(error).__name__}")
     timings["embed_ms"] = _ms(embed_started)
+    if fusion is None:
+        fusion = fusion_for(model_id, s.settings.fusion_lexical_weight)
 
     modes: list[SearchMode] = ["hybrid", "lexical", "dense"] if vector is not None else ["lexical"]
     result = None

@@ -45,7 +45,8 @@ def chunk(ref_id: str, text: str, vector: Vector, **fields: Any) -> ChunkRecord:
         kb_id=kb_id,
         tenant_id=f"t-{kb_id}",
         document_id=document_id,
-        parent_id=f"{document_id}:p0",
+        # one parent per chunk unless a test shares one: a parent's text is searched with each child
+        parent_id=fields.pop("parent_id", f"{document_id}:p-{ref_id}"),
         source_name=fields.pop("source_name", f"{document_id}.md"),
         text=text,
         vector=vector,
@@ -158,6 +159,24 @@ def test_empty_query_in_hybrid_mode_returns_dense_results(engine: SearchIndex) -
         result = engine.search(query=query, vector=basis(3), filter=kb("A"), limit=2, mode="hybrid")
         assert result.stats["mode"] == "dense"
         assert result.hits[0].chunk.ref_id == "A:faq:0"
+
+
+def test_a_child_is_found_through_its_parents_text(engine: SearchIndex) -> None:
+    # Two children of one parent and one of another: the query's words are spread over the first
+    # parent, so both its children match lexically, the one holding more of them first.
+    vector = basis(0)
+    parent = [
+        chunk("P:doc:0", "Kubernetes operators reconcile the declared state.", vector, parent_id="doc:p0"),
+        chunk(
+            "P:doc:1", "They run a control loop against the cluster.", vector, parent_id="doc:p0", position=1
+        ),
+        chunk("P:doc:2", "A garden needs water and light.", vector, parent_id="doc:p1", position=2),
+    ]
+    engine.upsert_document("P", "doc", parent)
+    found = refs(engine, query="kubernetes operators", filter=kb("P"), mode="lexical")
+    assert found == ["P:doc:0", "P:doc:1"]
+    # the parent's text is searched, never returned
+    assert engine.get_chunks(["P:doc:1"])["P:doc:1"] == parent[1]
 
 
 # ------------------------------------------------------------------------------------ isolation

@@ -129,3 +129,25 @@ def query_terms(text: str) -> list[str]:
     content = [token for token in tokens if token not in STOPWORDS]
     terms = _shared_analyzer().analyze(" ".join(content or tokens))
     return list(dict.fromkeys(terms))
+
+
+def query_text(text: str) -> str:
+    """`text` reduced by the rules of `query_terms`, for an engine that analyses queries itself.
+
+    OpenSearch gets this instead of the raw query so that both engines weigh a query alike: words
+    made only of stopwords are dropped unless nothing else is left, and so is a word whose terms
+    all came earlier (BM25 would count a repeated term twice). Words that stay are sent verbatim,
+    so the engine's own tokenizer still sees "v2.0" or a Chinese sentence exactly as written.
+    """
+    # A word with Chinese in it is its own token here: jieba (a second to load) is not needed.
+    words = [(word, [word] if _CJK_RUN.search(word) else tokenize(word)) for word in text.split()]
+    words = [(word, tokens) for word, tokens in words if tokens]
+    content = [(word, tokens) for word, tokens in words if not STOPWORDS.issuperset(tokens)]
+    seen: set[str] = set()
+    kept: list[str] = []
+    for word, tokens in content or words:
+        terms = set(tokens) if _CJK_RUN.search(word) else set(_shared_analyzer().analyze(" ".join(tokens)))
+        if not terms <= seen:
+            seen |= terms
+            kept.append(word)
+    return " ".join(kept)

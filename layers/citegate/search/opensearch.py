@@ -8,11 +8,13 @@ Layout (all names derive from `prefix`):
     {prefix}-rrf-60              search pipeline: score-ranker-processor, rrf (OpenSearch 2.19+)
 
 Mapping choices, and why:
-    text, title    `citegate_english`: standard tokenizer, lowercase, Snowball English stemmer
-                   (`porter2`, the stemmer tantivy uses in the embedded engine), no stopword filter
+    text, title,   `citegate_english`: standard tokenizer, lowercase, Snowball English stemmer
+    context        (`porter2`, the stemmer tantivy uses in the embedded engine), no stopword filter
                    (the embedded index keeps stopwords too, so a stopword-only query still matches).
-    text.zh,       Chinese words: the `smartcn` analyzer (analysis-smartcn plugin, available on
-    title.zh       Amazon OpenSearch Service). Fallbacks when the plugin is missing: `icu`
+                   `context` is the chunk's parent text (`parent_contexts`), indexed, kept out of
+                   `_source`; the lexical query sums the three fields with `LexicalFields` boosts.
+    *.zh           Chinese words: the `smartcn` analyzer (analysis-smartcn plugin, available on
+                   Amazon OpenSearch Service). Fallbacks when the plugin is missing: `icu`
                    (icu_tokenizer, analysis-icu plugin) or `cjk` (built in, CJK bigrams).
     path           keyword; `path_prefixes` are `prefix` queries on it: a plain, case-sensitive
                    string prefix, exactly `SearchFilter.admits` ("docs/gu" matches
@@ -60,11 +62,13 @@ from citegate.search.base import (
     ChunkRecord,
     FusionConfig,
     Hit,
+    LexicalFields,
     SearchFilter,
     SearchMode,
     SearchResult,
     SearchUnavailable,
     Vector,
+    parent_contexts,
 )
 
 log = logging.getLogger(__name__)
@@ -75,11 +79,10 @@ Body = dict[str, Any]
 _Ranked = list[tuple[Mapping[str, Any], float, float | None, float | None]]
 
 DEFAULT_FUSION = FusionConfig()
+DEFAULT_LEXICAL = LexicalFields()
 ENGLISH_ANALYZER = "citegate_english"
 ICU_ANALYZER = "citegate_icu"
-TITLE_BOOST = 0.5
-# The lexical fields of every text query: the English-analysed text and its Chinese sub-field.
-LEXICAL_FIELDS = ("text", "text.zh", f"title^{TITLE_BOOST}", f"title.zh^{TITLE_BOOST}")
+CONTEXT_FIELD = "context"
 KEYWORD_FIELDS = (
     "ref_id",
     "kb_id",
@@ -174,6 +177,7 @@ def index_body(dimension: int, *, chinese_analyzer: ChineseAnalyzer = "smartcn")
         {
             "text": analysed,
             "title": analysed,
+            CONTEXT_FIELD: analysed,
             "heading": {"type": "text", "index": False},
             "position": {"type": "integer"},
             "page": {"type": "integer"},
@@ -198,7 +202,8 @@ def index_body(dimension: int, *, chinese_analyzer: ChineseAnalyzer = "smartcn")
             },
         },
         # strict: a misspelt field is an indexing error, not a silently unsearchable one
-        "mappings": {"dynamic": "strict", "properties": properties},
+        # the parent text is only searched: returning it with every hit would multiply the payload
+        "mappings": {"dynamic": "strict", "_source": {"excludes": [CONTEXT_FIELD]}, "properties": properties},
     }
 
 
@@ -278,13 +283,31 @@ def _vector_list(vector: Vector) -> list[float]:
     return [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)]
 
 
-def lexical_clause(query: str, flt: SearchFilter) -> Body:
-    # most_fields sums the fields, like the embedded engine (text + 0.5 * title); the .zh
+def _boosted(name: str, boost: float) -> str:
+    return name if boost == 1.0 else f"{name}^{boost:g}"
+
+
+def lexical_fields(lexical: LexicalFields = DEFAULT_LEXICAL) -> list[str]:
+    """The multi_match fields: each lexical field and its Chinese sub-field, with its boost."""
+    boosts = (("text", lexical.text), ("title", lexical.title), (CONTEXT_FIELD, lexical.context))
+    return [_boosted(f, boost) for name, boost in boosts if boost > 0 for f in (name, f"{name}.zh")]
+
+
+def lexical_clause(query: str, flt: SearchFilter, lexical: LexicalFields = DEFAULT_LEXICAL) -> Body:
+    from citegate.search.analysis import query_text  # tantivy's analyzer: loaded on first query
+
+    # most_fields sums the fields, like the embedded engine (text + 0.5 * title + context); the .zh
     # sub-fields are the same text analysed another way, which is what most_fields is for.
     return {
         "bool": {
             "must": [
-                {"multi_match": {"query": query, "type": "most_fields", "fields": list(LEXICAL_FIELDS)}}
+                {
+                    "multi_match": {
+                        "query": query_text(query),
+                        "type": "most_fields",
+                        "fields": lexical_fields(lexical),
+                    }
+                }
             ],
             "filter": filter_clauses(flt),
         }
@@ -305,11 +328,14 @@ def knn_clause(vector: Vector, flt: SearchFilter, k: int) -> Body:
     }
 
 
-_SOURCE = {"excludes": ["vector"]}
+# `context` is excluded by the mapping of indexes created since it exists; older ones still store it.
+_SOURCE = {"excludes": ["vector", CONTEXT_FIELD]}
 
 
-def lexical_query_body(query: str, flt: SearchFilter, limit: int) -> Body:
-    return {"size": limit, "query": lexical_clause(query, flt), "_source": dict(_SOURCE)}
+def lexical_query_body(
+    query: str, flt: SearchFilter, limit: int, lexical: LexicalFields = DEFAULT_LEXICAL
+) -> Body:
+    return {"size": limit, "query": lexical_clause(query, flt, lexical), "_source": dict(_SOURCE)}
 
 
 def dense_query_body(vector: Vector, flt: SearchFilter, limit: int, k: int | None = None) -> Body:
@@ -324,13 +350,14 @@ def hybrid_query_body(
     candidates: int,
     *,
     pagination_depth: int | None = None,
+    lexical: LexicalFields = DEFAULT_LEXICAL,
 ) -> Body:
     """A `hybrid` query: [lexical, dense], fused by the search pipeline named in the request.
 
     Each sub-query keeps `from + size` hits per shard unless `pagination_depth` (OpenSearch 2.19+)
     widens that pool; the k-NN side asks for `candidates` neighbours.
     """
-    hybrid: Body = {"queries": [lexical_clause(query, flt), knn_clause(vector, flt, candidates)]}
+    hybrid: Body = {"queries": [lexical_clause(query, flt, lexical), knn_clause(vector, flt, candidates)]}
     if pagination_depth is not None:
         hybrid["pagination_depth"] = min(pagination_depth, MAX_K)
     return {"size": limit, "query": {"hybrid": hybrid}, "_source": dict(_SOURCE)}
@@ -344,7 +371,7 @@ def document_query(kb_id: str, document_id: str, keep: Sequence[str] = ()) -> Bo
     return {"query": query}
 
 
-def chunk_source(chunk: ChunkRecord, vector: Vector) -> Body:
+def chunk_source(chunk: ChunkRecord, vector: Vector, context: str) -> Body:
     return {
         "ref_id": chunk.ref_id,
         "kb_id": chunk.kb_id,
@@ -362,14 +389,23 @@ def chunk_source(chunk: ChunkRecord, vector: Vector) -> Body:
         "url": chunk.url,
         "anchor": chunk.anchor,
         "heading": chunk.heading,
+        CONTEXT_FIELD: context,
         "vector": _vector_list(vector),
     }
 
 
 def bulk_actions(index: str, chunks: Sequence[ChunkRecord], vectors: Sequence[Vector]) -> list[Body]:
-    """helpers.bulk actions: `index` (create or overwrite) with _id = ref_id."""
+    """helpers.bulk actions: `index` (create or overwrite) with _id = ref_id.
+
+    `chunks` are all the chunks of one document: each one's parent text is rebuilt from them."""
+    contexts = parent_contexts(chunks)
     return [
-        {"_op_type": "index", "_index": index, "_id": chunk.ref_id, "_source": chunk_source(chunk, vector)}
+        {
+            "_op_type": "index",
+            "_index": index,
+            "_id": chunk.ref_id,
+            "_source": chunk_source(chunk, vector, contexts[chunk.ref_id]),
+        }
         for chunk, vector in zip(chunks, vectors, strict=True)
     ]
 
@@ -481,10 +517,11 @@ class OpenSearchIndex:
         auto_setup: bool = True,
         chinese_analyzer: ChineseAnalyzer = "smartcn",
         owns_client: bool = False,
+        lexical: LexicalFields = DEFAULT_LEXICAL,
     ) -> None:
         """`fusion_pipelines=False` fuses client-side; `rrf_pipeline=False` only for RRF (Serverless
         has no score-ranker-processor); `pagination_depth=True` (2.19+) makes each hybrid sub-query
-        keep `candidates` hits per shard instead of `limit`."""
+        keep `candidates` hits per shard instead of `limit`; `lexical` weighs the BM25 fields."""
         if not _PREFIX.match(prefix):
             raise ValueError(f"invalid OpenSearch index prefix: {prefix!r}")
         if dimension < 1:
@@ -498,6 +535,7 @@ class OpenSearchIndex:
         self.pagination_depth = pagination_depth
         self.auto_setup = auto_setup
         self.chinese_analyzer: ChineseAnalyzer = chinese_analyzer
+        self.lexical = lexical
         self._owns_client = owns_client
         self._lock = threading.Lock()
         self._setup_done = False
@@ -613,14 +651,24 @@ class OpenSearchIndex:
         return {"index": self.index_name, "created": created, "template": template, "pipelines": pipelines}
 
     def _check_dimension(self) -> None:
+        """Refuse an index of another vector dimension; add fields that an older mapping lacks."""
         mappings = self._client.indices.get_mapping(index=self.index_name)
+        missing: Body = {}
         for found in mappings.values():  # keyed by the concrete index (the name may be an alias)
-            vector = found.get("mappings", {}).get("properties", {}).get("vector", {})
+            properties = found.get("mappings", {}).get("properties", {})
+            vector = properties.get("vector", {})
             if vector.get("dimension") != self.dimension:
                 raise ValueError(
                     f"{self.index_name} holds {vector.get('dimension')}-dimensional vectors, "
                     f"not {self.dimension}: use another prefix per embedding model"
                 )
+            if CONTEXT_FIELD not in properties:
+                wanted = index_body(self.dimension, chinese_analyzer=self.chinese_analyzer)
+                missing[CONTEXT_FIELD] = wanted["mappings"]["properties"][CONTEXT_FIELD]
+        if missing:
+            # Adding a field is allowed on a live index; chunks indexed before it score without it
+            # until their documents are ingested again.
+            self._client.indices.put_mapping(index=self.index_name, body={"properties": missing})
 
     def _put_pipeline(self, fusion: FusionConfig) -> str:
         name = pipeline_name(self.prefix, fusion)
@@ -808,7 +856,7 @@ class OpenSearchIndex:
         elif effective == "hybrid":
             hits = self._hybrid_client(query, query_vector, filter, limit, pool, fusion, stats)
         elif effective == "lexical":
-            response = self._search(lexical_query_body(query, filter, limit), "lexical search")
+            response = self._search(lexical_query_body(query, filter, limit, self.lexical), "lexical search")
             stats["took_ms"] = response.get("took", 0)
             hits = [(source, score, score, None) for source, score in _ranked_sources(response)]
         else:
@@ -852,7 +900,13 @@ class OpenSearchIndex:
         assert vector is not None
         name = self._pipeline(fusion)
         body = hybrid_query_body(
-            query, vector, flt, limit, pool, pagination_depth=pool if self.pagination_depth else None
+            query,
+            vector,
+            flt,
+            limit,
+            pool,
+            pagination_depth=pool if self.pagination_depth else None,
+            lexical=self.lexical,
         )
         response = self._search(body, "hybrid search", search_pipeline=name)
         stats.update(pipeline=name, fusion="pipeline", took_ms=response.get("took", 0))
@@ -879,7 +933,7 @@ class OpenSearchIndex:
                 index=self.index_name,
                 body=[
                     {},
-                    lexical_query_body(query, flt, pool),
+                    lexical_query_body(query, flt, pool, self.lexical),
                     {},
                     dense_query_body(vector, flt, pool, pool),
                 ],

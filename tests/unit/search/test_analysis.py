@@ -6,7 +6,7 @@ import string
 import pytest
 
 from citegate.search import analysis
-from citegate.search.analysis import analyze, index_terms, query_terms, tokenize
+from citegate.search.analysis import analyze, index_terms, query_terms, query_text, tokenize
 
 
 def test_english_is_lowercased_split_on_non_word_characters_and_keeps_numbers() -> None:
@@ -87,3 +87,20 @@ def test_query_syntax_is_just_text() -> None:
 
 def test_very_long_tokens_are_dropped() -> None:
     assert index_terms("a" * 200 + " short") == ["short"]
+
+
+def test_query_text_applies_the_query_rules_to_whole_words() -> None:
+    # what OpenSearch is sent: stopword words and words whose terms came before are dropped
+    assert query_text("The runner runs, RUNNING fast!") == "runner runs, fast!"
+    assert query_text("the of") == "the of"  # nothing else left: kept, like query_terms
+    assert query_text("?! ...") == "" and query_text("") == ""
+    # words that stay are verbatim: the engine's own tokenizer sees "v2.0" and Chinese as written
+    assert query_text("max_length=512 in v2.0") == "max_length=512 v2.0"
+    assert query_text("长城的历史 and the Great Wall 长城 的") == "长城的历史 Great Wall 长城"
+
+
+@pytest.mark.parametrize(
+    "text", ["Runs running RUN ran runs", "the runner of the year", "v2.0 of max_length"]
+)
+def test_query_text_has_the_terms_of_query_terms(text: str) -> None:
+    assert query_terms(query_text(text)) == query_terms(text)

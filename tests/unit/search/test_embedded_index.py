@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from citegate.search import fusion
+from citegate.search import embedded, fusion
 from citegate.search.base import (
     ChunkRecord,
     FusionConfig,
@@ -49,7 +49,8 @@ def chunk(
         kb_id=kb_id,
         tenant_id="t1",
         document_id=document_id,
-        parent_id=f"{document_id}:p0",
+        # one parent per chunk unless a test shares one: a parent's text is searched with each child
+        parent_id=fields.pop("parent_id", f"{document_id}:p-{ref_id}"),
         source_name=fields.pop("source_name", f"{document_id}.md"),
         text=text,
         vector=basis(0) if vector is None else vector,
@@ -511,3 +512,106 @@ def test_limit_and_candidates(index: EmbeddedSearchIndex) -> None:
         index.search(query="word", vector=None, filter=kb("A"), limit=5, mode="dense")
     with pytest.raises(ValueError):
         index.search(query="word", vector=np.ones(3, dtype=np.float32), filter=kb("A"), limit=5)
+
+
+def test_sign_bits_and_hamming_distance() -> None:
+    rng = np.random.default_rng(6)
+    vectors = rng.standard_normal((50, 70)).astype(np.float32)  # not a multiple of 64: padded
+    bits = embedded.sign_bits(vectors)
+    assert bits.shape == (2, 50) and bits.dtype == np.uint64
+    query = rng.standard_normal(70).astype(np.float32)
+    expected = ((vectors > 0) != (query > 0)).sum(axis=1)
+    assert embedded._hamming(bits, embedded.sign_bits(query[np.newaxis, :])).tolist() == expected.tolist()
+
+
+def test_two_stage_dense_search_keeps_filters_exact_and_finds_the_neighbours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Clustered 128-d vectors (real embeddings are clustered too); 3,000 rows, 5% rescored per search.
+    monkeypatch.setattr(embedded, "RESCORE_MIN_ROWS", 150)
+    rng = np.random.default_rng(8)
+    dim = 128
+    centres = rng.standard_normal((30, dim)).astype(np.float32)
+    vectors = centres[rng.integers(0, 30, 3000)] + 0.5 * rng.standard_normal((3000, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    chunks = [
+        ChunkRecord(
+            ref_id=f"r{i}",
+            kb_id="A",
+            tenant_id="t1",
+            document_id=f"d{i // 100}",
+            parent_id=f"d{i // 100}:p{i}",
+            source_name=f"d{i // 100}.md",
+            text="word",
+            project="odd" if i % 2 else "even",
+            vector=vectors[i],
+        )
+        for i in range(3000)
+    ]
+    with (
+        EmbeddedSearchIndex(tmp_path / "two", dim, exact_max_rows=0) as two,
+        EmbeddedSearchIndex(tmp_path / "exact", dim) as exact,
+    ):
+        for engine in (two, exact):
+            engine.upsert_documents([("A", f"d{d}", chunks[d * 100 : (d + 1) * 100]) for d in range(30)])
+        found = 0
+        for q in range(20):
+            query = vectors[q * 97] + 0.1 * rng.standard_normal(dim).astype(np.float32)
+            query /= np.linalg.norm(query)
+            for flt in (kb("A"), kb("A", projects=frozenset({"odd"}))):
+                fast = two.search(query="", vector=query, filter=flt, limit=3, mode="dense").hits
+                slow = exact.search(query="", vector=query, filter=flt, limit=3, mode="dense").hits
+                assert all(flt.admits(h.chunk) for h in fast)
+                for h in fast:  # scores are exact cosines, whatever the first stage kept
+                    assert h.score == pytest.approx(float(vectors[int(h.chunk.ref_id[1:])] @ query), abs=1e-5)
+                assert fast[0].chunk.ref_id == slow[0].chunk.ref_id  # the near-copy is always found
+                found += len({h.chunk.ref_id for h in fast} & {h.chunk.ref_id for h in slow})
+        assert found >= 0.8 * 20 * 2 * 3  # the rest of a tight cluster: most of it
+        # At most `rescore_rows` admitted rows: the search is exact.
+        few = kb("A", source_names=frozenset({"d0.md"}))
+        assert [
+            h.chunk.ref_id
+            for h in two.search(query="", vector=vectors[0], filter=few, limit=5, mode="dense").hits
+        ] == [
+            h.chunk.ref_id
+            for h in exact.search(query="", vector=vectors[0], filter=few, limit=5, mode="dense").hits
+        ]
+
+
+def test_an_index_of_an_older_format_is_rebuilt_from_its_stored_fields(tmp_path: Path) -> None:
+    shared = [
+        chunk("a", "kubernetes operators reconcile state", parent_id="d1:p0", title="T", page=2),
+        chunk("b", "a control loop runs", parent_id="d1:p0", position=1, vector=basis(1)),
+        chunk("x", "gardening", kb_id="B", document_id="d2", vector=basis(2)),
+    ]
+    with EmbeddedSearchIndex(tmp_path, DIM) as index:
+        index.upsert_document("A", "d1", shared[:2])
+        index.upsert_document("B", "d2", shared[2:])
+    meta = tmp_path / embedded.META_FILE
+    meta.write_text(meta.read_text().replace(f'"format": {embedded.FORMAT}', '"format": 1'))
+    with EmbeddedSearchIndex(tmp_path, DIM) as index:
+        assert index.open_stats["migrated_chunks"] == 3
+        assert index.get_chunks(["a", "b", "x"]) == {c.ref_id: c for c in shared}
+        assert refs(index, query="kubernetes", vector=None, filter=kb("A"), limit=5, mode="lexical") == [
+            "a",
+            "b",
+        ]
+        assert refs(index, query="", vector=basis(1), filter=kb("A"), limit=1, mode="dense") == ["b"]
+    assert not (tmp_path / embedded.MIGRATING_DIR).exists()
+    assert f'"format": {embedded.FORMAT}' in meta.read_text()
+    with EmbeddedSearchIndex(tmp_path, DIM) as index:  # once only
+        assert "migrated_chunks" not in index.open_stats and index.count() == 3
+
+
+def test_an_interrupted_rebuild_starts_again_from_the_old_index(tmp_path: Path) -> None:
+    with EmbeddedSearchIndex(tmp_path, DIM) as index:
+        index.upsert_document("A", "d1", [chunk("a", "alpha"), chunk("b", "beta", position=1)])
+    meta = tmp_path / embedded.META_FILE
+    meta.write_text(meta.read_text().replace(f'"format": {embedded.FORMAT}', '"format": 1'))
+    # a crash after the old index was moved aside, with half a new one written
+    (tmp_path / "tantivy").rename(tmp_path / embedded.MIGRATING_DIR)
+    with EmbeddedSearchIndex(tmp_path / "partial", DIM) as partial:
+        partial.upsert_document("A", "d1", [chunk("a", "alpha")])
+    (tmp_path / "partial" / "tantivy").rename(tmp_path / "tantivy")
+    with EmbeddedSearchIndex(tmp_path, DIM) as index:
+        assert index.count() == 2 and set(index.get_chunks(["a", "b"])) == {"a", "b"}

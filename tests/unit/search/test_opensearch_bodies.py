@@ -37,7 +37,7 @@ from citegate.search.opensearch import (
 DIM = 4
 INDEX = "cg-chunks"
 Q = np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32)  # exactly representable: literal bodies stay exact
-SOURCE = {"excludes": ["vector"]}
+SOURCE = {"excludes": ["vector", "context"]}
 
 
 def kb(*kb_ids: str, **kw: Any) -> SearchFilter:
@@ -50,7 +50,7 @@ def chunk(ref_id: str, *, kb_id: str = "A", document_id: str = "d1", **fields: A
         kb_id=kb_id,
         tenant_id="t1",
         document_id=document_id,
-        parent_id=f"{document_id}:p0",
+        parent_id=fields.pop("parent_id", f"{document_id}:p0"),
         source_name=fields.pop("source_name", f"{document_id}.md"),
         text=fields.pop("text", f"text of {ref_id}"),
         vector=fields.pop("vector", np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)),
@@ -106,7 +106,10 @@ class FakeClient:
             "indices.put_index_template": {"acknowledged": True},
             "indices.exists": True,
             "indices.create": {"acknowledged": True},
-            "indices.get_mapping": {INDEX: {"mappings": {"properties": {"vector": {"dimension": DIM}}}}},
+            "indices.get_mapping": {
+                INDEX: {"mappings": {"properties": {"vector": {"dimension": DIM}, "context": ANALYSED}}}
+            },
+            "indices.put_mapping": {"acknowledged": True},
             "search_pipeline.put": {"acknowledged": True},
             "mget": {"docs": []},
             "bulk": self._bulk_ok,
@@ -122,7 +125,7 @@ class FakeClient:
         self.indices = SimpleNamespace(
             **{
                 name: self._method(f"indices.{name}")
-                for name in ("put_index_template", "exists", "create", "get_mapping")
+                for name in ("put_index_template", "exists", "create", "get_mapping", "put_mapping")
             }
         )
         self.search_pipeline = SimpleNamespace(put=self._method("search_pipeline.put"))
@@ -188,6 +191,7 @@ EXPECTED_INDEX = {
     },
     "mappings": {
         "dynamic": "strict",
+        "_source": {"excludes": ["context"]},
         "properties": {
             "ref_id": KEYWORD,
             "kb_id": KEYWORD,
@@ -202,6 +206,7 @@ EXPECTED_INDEX = {
             "anchor": KEYWORD,
             "text": ANALYSED,
             "title": ANALYSED,
+            "context": ANALYSED,
             "heading": {"type": "text", "index": False},
             "position": {"type": "integer"},
             "page": {"type": "integer"},
@@ -337,9 +342,9 @@ LEXICAL_CLAUSE = {
         "must": [
             {
                 "multi_match": {
-                    "query": "how to configure",
+                    "query": "how configure",  # the stopword dropped, as the embedded engine does
                     "type": "most_fields",
-                    "fields": ["text", "text.zh", "title^0.5", "title.zh^0.5"],
+                    "fields": ["text", "text.zh", "title^0.5", "title.zh^0.5", "context", "context.zh"],
                 }
             }
         ],
@@ -404,6 +409,7 @@ def test_bulk_actions_and_document_query() -> None:
                 "url": "u",
                 "anchor": "#a",
                 "heading": "",
+                "context": "text of A:d1:0",
                 "vector": [0.25, 0.5, 0.0, 1.0],
             },
         }
@@ -433,7 +439,7 @@ def test_constructor_is_lazy_and_implements_the_protocol() -> None:
 def test_upsert_indexes_then_deletes_stale_chunks() -> None:
     client = FakeClient({"delete_by_query": {"deleted": 2, "failures": []}})
     index = OpenSearchIndex(client, prefix="cg", dimension=DIM)  # auto_setup: template + index check first
-    chunks = [chunk("A:d1:0"), chunk("A:d1:1", text="second")]
+    chunks = [chunk("A:d1:0"), chunk("A:d1:1", text="second", position=1)]
     index.upsert_document("A", "d1", chunks)
 
     assert client.names() == [*SETUP_CALLS, "mget", "bulk", "delete_by_query"]
@@ -448,9 +454,10 @@ def test_upsert_indexes_then_deletes_stale_chunks() -> None:
     vector = [1.0, 0.0, 0.0, 0.0]
     assert lines == [
         {"index": {"_id": "A:d1:0", "_index": INDEX}},
-        {**source_of(chunks[0]), "vector": vector},
+        # both children of parent d1:p0 carry its text, rebuilt from them
+        {**source_of(chunks[0]), "context": "text of A:d1:0\nsecond", "vector": vector},
         {"index": {"_id": "A:d1:1", "_index": INDEX}},
-        {**source_of(chunks[1]), "vector": vector},
+        {**source_of(chunks[1]), "context": "text of A:d1:0\nsecond", "vector": vector},
     ]
     assert client.only("delete_by_query") == {
         "index": INDEX,
@@ -794,6 +801,16 @@ def test_ensure_setup_is_idempotent_and_checks_the_dimension() -> None:
     )
     with pytest.raises(ValueError, match="8-dimensional"):
         make(wrong).ensure_setup()
+    # an index created before the parent-context field gets it added, nothing else changes
+    older = FakeClient(
+        {"indices.get_mapping": {INDEX: {"mappings": {"properties": {"vector": {"dimension": DIM}}}}}}
+    )
+    make(older).ensure_setup()
+    assert older.names() == [*SETUP_CALLS, "indices.put_mapping", "search_pipeline.put"]
+    assert older.only("indices.put_mapping") == {
+        "index": INDEX,
+        "body": {"properties": {"context": ANALYSED}},
+    }
     with pytest.raises(SearchUnavailable):
         make(
             FakeClient(errors={"indices.put_index_template": TransportError(502, "bad gateway", {})})
