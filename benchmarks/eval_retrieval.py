@@ -3,7 +3,7 @@
 For each set, every corpus passage becomes one document "# {title}\\n\\n{text}", chunked by the real
 chunker; its children are embedded (vectors cached under bench-results/cache/) and indexed in one
 EmbeddedSearchIndex knowledge base. Queries go through `citegate.retrieval.retrieve` (hybrid, the
-service's default fusion) with top_k=100 children, which are mapped back to corpus documents:
+fusion tuned for the embedder) with top_k=100 children, which are mapped back to corpus documents:
     max    document score = its best child
     top2   document score = sum of its two best children (rewards several matching children)
 The aggregation is chosen on dev and only that one is scored on test (the RULE: tune on dev only).
@@ -36,7 +36,7 @@ from citegate.embedding import build_embedder
 from citegate.embedding.base import Embedder
 from citegate.ingest.chunking import chunk_document
 from citegate.ingest.documents import ParsedDocument
-from citegate.retrieval import DEFAULT_FUSION, Scope, retrieve
+from citegate.retrieval import Scope, fusion_for, retrieve
 from citegate.search.base import ChunkRecord, Hit, SearchFilter, SearchMode
 from citegate.search.embedded import EmbeddedSearchIndex
 
@@ -285,7 +285,8 @@ def evaluate_set(name: str, kind: str, embedder: Embedder, splits: Sequence[str]
         "documents": len(corpus),
         "children": len(chunks.records),
         "embed_or_load_seconds": round(embed_s, 1),
-        "fusion": {"method": DEFAULT_FUSION.method, "lexical_weight": DEFAULT_FUSION.lexical_weight},
+        # what retrieve() uses for this embedder (CITEGATE_FUSION_LEXICAL_WEIGHT left unset)
+        "fusion": vars(fusion_for(embedder.model_id)),
         "top_k_children": TOP_K,
     }
     with tempfile.TemporaryDirectory(prefix=f"eval-{name}-") as tmp:

@@ -16,6 +16,8 @@ TABLE_FILE = "results.md"
 SCIFACT_TEST_NDCG_BAR = {"use": 0.74, "e5": 0.76}
 SQUAD_DECLINED_BAR = 0.80
 SQUAD_ANSWERED_GOLD_BAR = 0.90
+HONESTY_KEYS = ("declined_unanswerable", "answered_gold", "citation_precision")
+SET_ORDER = ("scifact", "squad2_dev", "cmrc2018")
 SYSTEM_ORDER = ("citegate", "langchain-ensemble", "rank-bm25-children", "rank-bm25-documents")
 INGEST_STAGES = (
     "submit_s",
@@ -57,9 +59,14 @@ def _f(value: Any, digits: int = 3) -> str:
 
 
 def _ordered(results: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The default embedder first."""
+    """The default embedder first, and each embedder's sets in SET_ORDER."""
     known = [k for k in EMBEDDER_LABEL if k in results]
-    return [(k, results[k]) for k in known + sorted(set(results) - set(known))]
+    out = []
+    for kind in known + sorted(set(results) - set(known)):
+        sets = results[kind]["sets"]
+        names = [n for n in SET_ORDER if n in sets] + sorted(set(sets) - set(SET_ORDER))
+        out.append((kind, {**results[kind], "sets": {n: sets[n] for n in names}}))
+    return out
 
 
 def markdown(results: Mapping[str, Any]) -> str:
@@ -241,8 +248,9 @@ def charts(results: Mapping[str, Any], out_dir: Path) -> list[Path]:
         answer_sets = [n for n in names if "honesty" in sets[n]]
         if answer_sets:
             fig, axes = plt.subplots(1, len(answer_sets), figsize=(5 * len(answer_sets), 4), squeeze=False)
-            keys = ("declined_unanswerable", "answered_gold", "citation_precision")
             for ax, set_name in zip(axes[0], answer_sets, strict=True):
+                # A set without unanswerable questions (CMRC 2018) has no decline share to show.
+                keys = [k for k in HONESTY_KEYS if sets[set_name]["honesty"]["dev"].get(k) is not None]
                 for offset, split in ((-0.2, "dev"), (0.2, "test")):
                     h = sets[set_name]["honesty"][split]
                     values = [h.get(k) or 0.0 for k in keys]
