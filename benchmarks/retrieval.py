@@ -5,7 +5,11 @@ chunks (Zipf-distributed English-like text, random unit vectors, parents in Dyna
 measures, with the real query embedder:
   - retrieve in-process (query embedding included),
   - ask in-process (retrieve + parents + the configured answerer),
-  - retrieve through the local HTTP gateway (uvicorn on loopback, httpx client).
+  - retrieve through the local HTTP gateway (uvicorn on loopback, httpx client): one client, and
+    16 concurrent clients (throughput and latency percentiles). The gateway path adds what every
+    governed call pays: the authorizer, the policy check, the rate-limit counters and the audit
+    record (DynamoDB on the embedded endpoint). The per-IP limit is raised for the run, since one
+    address sends everything.
 
     make bench                                   # both sizes, default embedder
     uv run python benchmarks/retrieval.py --sizes 10000 --embedder e5
@@ -33,11 +37,16 @@ CHUNKS_PER_DOC = 20
 CHILDREN_PER_PARENT = 5
 
 
+CONCURRENT_CLIENTS = 16
+REQUESTS_PER_CLIENT = 25
+
+
 def percentiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
         "p50_ms": round(statistics.median(ordered), 2),
         "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
+        "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))], 2),
         "mean_ms": round(statistics.fmean(ordered), 2),
     }
 
@@ -124,6 +133,47 @@ def serve_in_thread(port: int) -> Any:
     return server
 
 
+def concurrent_clients(base_url: str, path: str, queries: list[str], clients: int) -> dict[str, Any]:
+    """`clients` threads, each with its own connection, send REQUESTS_PER_CLIENT retrieves back to
+    back, all starting together: throughput over the whole burst and the latency each request saw."""
+    import httpx
+
+    latencies: list[float] = []
+    failures: list[int] = []
+    lock = threading.Lock()
+    start = threading.Barrier(clients + 1)
+
+    def client_loop(offset: int) -> None:
+        mine = [queries[(offset + i * clients) % len(queries)] for i in range(REQUESTS_PER_CLIENT)]
+        with httpx.Client(base_url=base_url, headers={"Authorization": "Bearer bench"}, timeout=60) as client:
+            start.wait()
+            for q in mine:
+                began = time.perf_counter()
+                status = client.post(path, json={"query": q}).status_code
+                elapsed = (time.perf_counter() - began) * 1000
+                with lock:
+                    latencies.append(elapsed)
+                    if status != 200:
+                        failures.append(status)
+
+    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    return {
+        "clients": clients,
+        "requests": len(latencies),
+        "failed": len(failures),
+        "failed_statuses": sorted(set(failures)),
+        "throughput_rps": round(len(latencies) / wall, 1),
+        **percentiles(latencies),
+    }
+
+
 def run(size: int, embedder: str) -> dict[str, Any]:
     import httpx
 
@@ -134,7 +184,14 @@ def run(size: int, embedder: str) -> dict[str, Any]:
     from citegate.settings import get_settings, reset_settings
 
     with tempfile.TemporaryDirectory(prefix="citegate-bench-") as root:
-        os.environ.update({"RAG_DATA_ROOT": root, "CITEGATE_EMBEDDER": embedder, "RAG_API_TOKEN": "bench"})
+        os.environ.update(
+            {
+                "RAG_DATA_ROOT": root,
+                "CITEGATE_EMBEDDER": embedder,
+                "RAG_API_TOKEN": "bench",
+                "CITEGATE_IP_RATE_LIMIT": "1000000",
+            }
+        )
         reset_settings()
         stack = LocalStack(get_settings(), persist=False, poll=False).start()
         try:
@@ -184,6 +241,14 @@ def run(size: int, embedder: str) -> dict[str, Any]:
                             queries,
                         )
                     )
+                result["retrieve_http_overhead"] = {
+                    key: round(result["retrieve_http"][key] - result["retrieve_in_process"][key], 2)
+                    for key in ("p50_ms", "p95_ms", "p99_ms")
+                }
+                result["retrieve_http_concurrent"] = concurrent_clients(
+                    f"http://127.0.0.1:{port}", f"/v1/kb/{kb_id}/retrieve", queries, CONCURRENT_CLIENTS
+                )
+                result["load_average_end"] = Path("/proc/loadavg").read_text().split()[:3]
             finally:
                 server.should_exit = True
             return result
@@ -207,6 +272,13 @@ def main() -> None:
         print(f"{r['chunks']:>8} {r['embedder']:>9} | " + " | ".join(f"{cell:>26}" for cell in cells))
         parts = ", ".join(f"{k} {v['p50_ms']:.1f}/{v['p95_ms']:.1f}" for k, v in r["retrieve_parts"].items())
         print(f"{'':>20}retrieve parts p50/p95 ms: {parts} (load average {' '.join(r['load_average'])})")
+        over, many = r["retrieve_http_overhead"], r["retrieve_http_concurrent"]
+        print(
+            f"{'':>20}gateway overhead p50/p95/p99: {over['p50_ms']:.1f} / {over['p95_ms']:.1f} / "
+            f"{over['p99_ms']:.1f} ms; {many['clients']} concurrent clients: {many['throughput_rps']} req/s, "
+            f"p50/p95/p99 {many['p50_ms']:.1f} / {many['p95_ms']:.1f} / {many['p99_ms']:.1f} ms, "
+            f"{many['failed']} failed (load average at end {' '.join(r['load_average_end'])})"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"\nsaved {args.out}")

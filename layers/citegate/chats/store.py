@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from citegate.chats import ChatNotFound
-from citegate.store.dynamo import from_item, is_conditional_failure, query_all, to_item, utc_now
+from citegate.store.dynamo import (
+    cancellation_reasons,
+    from_item,
+    is_conditional_failure,
+    query_all,
+    to_item,
+    utc_now,
+)
 
 CHAT = "chat#"
 MESSAGE = "msg#"
@@ -223,7 +230,7 @@ class ChatStore:
         try:
             self._table.meta.client.transact_write_items(TransactItems=actions)
         except Exception as error:
-            reasons = _cancellation_reasons(error)
+            reasons = cancellation_reasons(error)
             if reasons is None:
                 raise
             if guard_sk and reasons and reasons[0] == "ConditionalCheckFailed":
@@ -279,7 +286,7 @@ class ChatStore:
         try:
             self._table.meta.client.transact_write_items(TransactItems=actions)
         except Exception as error:
-            reasons = _cancellation_reasons(error)
+            reasons = cancellation_reasons(error)
             if reasons is None:
                 raise
             if (
@@ -317,12 +324,3 @@ class ChatStore:
         except Exception as error:
             if not is_conditional_failure(error):
                 raise
-
-
-def _cancellation_reasons(error: Exception) -> list[str] | None:
-    """The per-action codes of a cancelled transaction ("None" for an action that was fine), or
-    None when the error is not a cancelled transaction."""
-    response = getattr(error, "response", None) or {}
-    if response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return None
-    return [str(reason.get("Code") or "None") for reason in response.get("CancellationReasons") or []]

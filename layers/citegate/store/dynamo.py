@@ -64,6 +64,15 @@ def is_conditional_failure(error: Exception) -> bool:
     return bool(response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
 
 
+def cancellation_reasons(error: Exception) -> list[str] | None:
+    """The per-action codes of a cancelled transaction ("None" for an action that was fine), or
+    None when the error is not a cancelled transaction."""
+    response = getattr(error, "response", None) or {}
+    if response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return None
+    return [str(reason.get("Code") or "None") for reason in response.get("CancellationReasons") or []]
+
+
 def batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Items by key, 100 per request, retrying what DynamoDB leaves unprocessed. The resource's
     client returns them deserialised (numbers as Decimal, binary as Binary)."""

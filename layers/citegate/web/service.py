@@ -129,11 +129,11 @@ class WebService:
                 details={"reason": "not_configured", "search_engine": request.search_engine},
             )
         # Spec 001 8.3: per user, and per address against one client spreading over many users.
-        self.counters.hit(
-            f"web_search:{principal.tenant_id}:{principal.type}:{principal.id}", self.config.search_per_minute
-        )
+        who = f"{principal.tenant_id}:{principal.type}:{principal.id}"
+        limits = [(f"web_search:{who}", self.config.search_per_minute)]
         if source_ip:
-            self.counters.hit(f"web_search_ip:{source_ip}", self.config.search_ip_per_minute)
+            limits.append((f"web_search_ip:{source_ip}", self.config.search_ip_per_minute))
+        self.counters.hit_all(limits)
         # Only an engine the caller chose is passed on: the default "google" would otherwise pin
         # a SearXNG instance to one engine it may not have enabled.
         engine = request.search_engine if "search_engine" in request.model_fields_set else None

@@ -68,6 +68,14 @@ class MemoryCounters:
             self.counts[key] = self.counts.get(key, 0) + amount
             return self.counts[key]
 
+    def hit_all(self, limits: list[tuple[str, int]], window_seconds: int = 60) -> None:
+        with self.lock:  # all or nothing, like the DynamoDB transaction
+            for key, limit in limits:
+                if self.counts.get(key, 0) + 1 > limit:
+                    raise RateLimited("rate limit", details={"limit": limit, "retry_after": 30})
+            for key, _ in limits:
+                self.counts[key] = self.counts.get(key, 0) + 1
+
 
 class Clock:
     def __init__(self, now: float = 1_750_000_000.0) -> None:
