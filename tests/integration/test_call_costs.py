@@ -12,7 +12,6 @@ import pytest
 from citegate.errors import RateLimited
 from citegate.ratelimit import Counters
 
-
 # A day-long window, so that no test straddles two windows on a slow machine.
 DAY = 86_400
 

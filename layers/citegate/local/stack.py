@@ -13,6 +13,7 @@ from citegate.local.aws_endpoint import EmbeddedAws
 from citegate.local.compaction import compact
 from citegate.local.poller import QueuePoller
 from citegate.local.provision import provision
+from citegate.local.ttl import TtlSweeper
 from citegate.policy.store import SEED_FILE as POLICY_SEED_FILE
 from citegate.routes import INGEST_CONSUMER_FUNCTION
 from citegate.settings import Settings, get_settings, reset_settings
@@ -32,6 +33,7 @@ class LocalStack:
     aws: EmbeddedAws | None = None
     services: Services | None = None
     poller: QueuePoller | None = None
+    sweeper: TtlSweeper | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
     def start(self) -> LocalStack:
@@ -73,6 +75,9 @@ class LocalStack:
                 s.aws.sqs, s.ingest_queue_url, INGEST_CONSUMER_FUNCTION, self.settings.region
             )
             self.poller.start()
+            # The background work AWS does by itself: event source mappings above, TTL here.
+            self.sweeper = TtlSweeper(session.client("dynamodb"), self.settings.stage)
+            self.sweeper.start()
         return self
 
     @staticmethod
@@ -92,6 +97,8 @@ class LocalStack:
     def stop(self) -> None:
         if self.poller:
             self.poller.stop()
+        if self.sweeper:
+            self.sweeper.stop()
         set_services(None)
         if self.aws:
             self.aws.stop()

@@ -1,0 +1,96 @@
+"""What DynamoDB's Time to Live does in AWS: delete items whose TTL attribute (epoch seconds) has
+passed. moto records the TTL setting but never deletes, so on a long-running local server the rate
+counters, idempotency records, sessions and cached web pages would pile up; moto's transactions
+copy a whole table, so a growing table also slows every call that uses one.
+
+Like AWS, an item is deleted only when its attribute is a number in the past (a missing or
+non-number attribute keeps it), and code must not rely on when the deletion happens.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from citegate import resources
+from citegate.observability import logger
+
+SWEEP_INTERVAL_SECONDS = 60.0
+
+
+class TtlSweeper:
+    def __init__(
+        self,
+        dynamodb: Any,
+        stage: str,
+        interval: float = SWEEP_INTERVAL_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._dynamodb = dynamodb  # a boto3 client on the embedded endpoint
+        self._tables = [
+            (shape.physical_name(stage), shape) for shape in resources.TABLES if shape.ttl_attribute
+        ]
+        self._interval = interval
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sweep_once(self) -> int:
+        """Delete every expired item now; the number deleted."""
+        deleted = 0
+        now = int(self._clock())
+        for name, shape in self._tables:
+            keys = [shape.partition_key] + ([shape.sort_key] if shape.sort_key else [])
+            names = {f"#k{i}": key for i, key in enumerate(keys)} | {"#ttl": str(shape.ttl_attribute)}
+            scan: dict[str, Any] = {
+                "TableName": name,
+                "FilterExpression": "attribute_type(#ttl, :number) AND #ttl < :now",
+                "ProjectionExpression": ", ".join(f"#k{i}" for i in range(len(keys))),
+                "ExpressionAttributeNames": names,
+                # Only numbers expire (as in AWS); the type test first also spares moto comparing a
+                # string with a number, which it cannot.
+                "ExpressionAttributeValues": {":now": {"N": str(now)}, ":number": {"S": "N"}},
+            }
+            while True:
+                page = self._dynamodb.scan(**scan)
+                for key in page.get("Items", []):
+                    deleted += self._delete_if_expired(name, key, shape.ttl_attribute, now)
+                if "LastEvaluatedKey" not in page:
+                    break
+                scan["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return deleted
+
+    def _delete_if_expired(self, table: str, key: dict[str, Any], attribute: str | None, now: int) -> int:
+        # Conditional, so an item renewed since the scan survives.
+        try:
+            self._dynamodb.delete_item(
+                TableName=table,
+                Key=key,
+                ConditionExpression="attribute_type(#ttl, :number) AND #ttl < :now",
+                ExpressionAttributeNames={"#ttl": str(attribute)},
+                ExpressionAttributeValues={":now": {"N": str(now)}, ":number": {"S": "N"}},
+            )
+        except self._dynamodb.exceptions.ConditionalCheckFailedException:
+            return 0
+        return 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                deleted = self.sweep_once()
+                if deleted:
+                    logger.debug("expired items deleted", extra={"deleted": deleted})
+            except Exception as error:  # the next sweep tries again; serving never depends on it
+                logger.warning("TTL sweep failed", extra={"reason": str(error)})
+            self._stop.wait(self._interval)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ttl-sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
