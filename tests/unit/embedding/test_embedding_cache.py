@@ -70,15 +70,31 @@ def test_embeds_only_misses_and_dedupes() -> None:
     assert (cached.hits, cached.misses) == (0, 0)
 
 
-def test_queries_are_not_cached() -> None:
+def test_recent_queries_are_kept_in_process_not_in_the_document_cache() -> None:
     inner = CountingEmbedder()
     cache = InMemoryEmbeddingCache()
     cached = CachedEmbedder(inner, cache)
-    for _ in range(2):
-        assert cached.embed_query("what is alpha?").shape == (16,)
-    assert inner.query_calls == ["what is alpha?", "what is alpha?"]
+    first = cached.embed_query("what is alpha?")
+    first[:] = 0  # a caller scribbling on its vector does not change the next caller's
+    again = cached.embed_query("what is alpha?")
+    assert inner.query_calls == ["what is alpha?"]
+    np.testing.assert_array_equal(again, inner._inner.embed_query("what is alpha?"))
+    cached.embed_query("what is beta?")
+    assert inner.query_calls == ["what is alpha?", "what is beta?"]
+    # Query vectors never reach the shared document cache, nor its counters.
     assert len(cache) == 0
     assert (cached.hits, cached.misses) == (0, 0)
+
+
+def test_the_query_cache_forgets_the_least_recent(monkeypatch: pytest.MonkeyPatch) -> None:
+    import citegate.embedding.cache as module
+
+    monkeypatch.setattr(module, "QUERY_CACHE_ENTRIES", 2)
+    inner = CountingEmbedder()
+    cached = CachedEmbedder(inner, InMemoryEmbeddingCache())
+    for text in ("a", "b", "a", "c", "a", "b"):
+        cached.embed_query(text)
+    assert inner.query_calls == ["a", "b", "c", "b"]
 
 
 def test_passes_model_identity_through() -> None:
