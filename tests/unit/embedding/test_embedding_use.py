@@ -38,6 +38,19 @@ def test_query_shape_and_agreement_with_documents(use: UniversalSentenceEncoder)
     np.testing.assert_allclose(q, use.embed_documents(["where is the cat?"])[0], atol=1e-6)
 
 
+def test_a_query_runs_on_one_blas_thread_and_batches_keep_theirs(
+    use: UniversalSentenceEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = use._get().model._backend
+    seen: list[int] = []
+    encode = backend.encode
+    monkeypatch.setattr(backend, "encode", lambda texts: (seen.append(backend.threads), encode(texts))[1])
+    use.embed_query("one short question")
+    use.embed_documents(["a batch", "of documents"])
+    assert seen == [1, 2]
+    assert backend.threads == 2
+
+
 def test_empty_input(use: UniversalSentenceEncoder) -> None:
     assert use.embed_documents([]).shape == (0, 512)
 
