@@ -7,7 +7,7 @@ fusion tuned for the embedder) with top_k=100 children, which are mapped back to
     max    document score = its best child
     top2   document score = sum of its two best children (rewards several matching children)
 The aggregation is chosen on dev and only that one is scored on test (the RULE: tune on dev only).
-Metrics (own implementation; pytrec_eval is used as a cross-check when importable): nDCG@10,
+Metrics (citegate.evaluation.metrics; pytrec_eval is used as a cross-check when importable): nDCG@10,
 Recall@5/10/100, MRR@10, binary relevance (qrels score > 0); queries without qrels (SQuAD
 unanswerable) are left out of the means.
 
@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,9 @@ import numpy as np
 from citegate.container import Services
 from citegate.embedding import build_embedder
 from citegate.embedding.base import Embedder
+from citegate.evaluation.dataset import passage_document, read_jsonl, read_qrels
+from citegate.evaluation.metrics import AGGREGATIONS, METRIC_NAMES, aggregate, evaluate
+from citegate.evaluation.metrics import query_metrics as query_metrics  # re-exported for tune_fusion
 from citegate.ingest.chunking import chunk_document
 from citegate.ingest.documents import ParsedDocument
 from citegate.retrieval import Scope, fusion_for, retrieve
@@ -46,97 +48,12 @@ SETS = ("scifact", "cmrc2018", "squad2_dev")
 KB_ID = "eval"
 TOP_K = 100
 EMBED_BATCH = 512
-AGGREGATIONS = ("max", "top2")
-METRIC_NAMES = ("ndcg@10", "recall@5", "recall@10", "recall@100", "mrr@10")
 # query id -> child hits (document_id, score), best first
 Run = dict[str, list[tuple[str, float]]]
 
 
 # --------------------------------------------------------------------------------------------------
-# Metrics (binary relevance)
-
-
-def dcg_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
-    # Rank r (1-based) is discounted by log2(r + 1): the first hit counts fully.
-    return sum(1.0 / math.log2(rank + 2) for rank, doc in enumerate(ranked[:k]) if doc in relevant)
-
-
-def ndcg_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
-    if not relevant:
-        return 0.0
-    ideal = sum(1.0 / math.log2(rank + 2) for rank in range(min(len(relevant), k)))
-    return dcg_at_k(ranked, relevant, k) / ideal
-
-
-def recall_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
-    if not relevant:
-        return 0.0
-    return len(relevant.intersection(ranked[:k])) / len(relevant)
-
-
-def mrr_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
-    for rank, doc in enumerate(ranked[:k]):
-        if doc in relevant:
-            return 1.0 / (rank + 1)
-    return 0.0
-
-
-def query_metrics(ranked: Sequence[str], relevant: set[str]) -> dict[str, float]:
-    # Duplicates would inflate DCG and recall: keep each document's first (best) position only.
-    ranked = list(dict.fromkeys(ranked))
-    return {
-        "ndcg@10": ndcg_at_k(ranked, relevant, 10),
-        "recall@5": recall_at_k(ranked, relevant, 5),
-        "recall@10": recall_at_k(ranked, relevant, 10),
-        "recall@100": recall_at_k(ranked, relevant, 100),
-        "mrr@10": mrr_at_k(ranked, relevant, 10),
-    }
-
-
-def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, set[str]]) -> dict[str, float]:
-    """Mean of each metric over the run's queries that have at least one relevant document."""
-    judged = [q for q in run if qrels.get(q)]
-    totals = dict.fromkeys(METRIC_NAMES, 0.0)
-    for q in judged:
-        for name, value in query_metrics(run[q], qrels[q]).items():
-            totals[name] += value
-    means = {name: (total / len(judged) if judged else 0.0) for name, total in totals.items()}
-    return {**means, "queries": float(len(judged))}
-
-
-def aggregate(hits: Sequence[tuple[str, float]], method: str) -> list[str]:
-    """Child hits (document_id, score), best first, to documents best first."""
-    scores: dict[str, list[float]] = {}
-    for doc, score in hits:
-        scores.setdefault(doc, []).append(score)
-    if method == "max":
-        value: Callable[[list[float]], float] = max
-    elif method == "top2":
-        value = lambda s: sum(sorted(s, reverse=True)[:2])  # noqa: E731
-    else:
-        raise ValueError(f"unknown aggregation {method!r}")
-    first = {doc: i for i, doc in enumerate(scores)}  # ties keep the engine's order
-    return sorted(scores, key=lambda d: (-value(scores[d]), first[d]))
-
-
-# --------------------------------------------------------------------------------------------------
 # Data
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def read_qrels(path: Path) -> dict[str, set[str]]:
-    qrels: dict[str, set[str]] = {}
-    with path.open(encoding="utf-8") as f:
-        next(f)  # header
-        for line in f:
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) >= 3 and float(parts[2]) > 0:
-                qrels.setdefault(parts[0], set()).add(parts[1])
-    return qrels
 
 
 @dataclass
@@ -150,7 +67,7 @@ def chunk_corpus(corpus: list[dict[str, Any]]) -> Chunks:
     by_doc: dict[str, list[int]] = {}
     for row in corpus:
         doc_id, title = str(row["id"]), str(row.get("title") or "").strip()
-        text = f"# {title}\n\n{row['text']}" if title else str(row["text"])
+        text = passage_document(title, str(row["text"]))
         chunked = chunk_document(ParsedDocument(text=text, title=title, mime_type="text/markdown"))
         for child in chunked.children:
             by_doc.setdefault(doc_id, []).append(len(records))

@@ -45,6 +45,8 @@ from citegate.answering.extractive import (
     clear_sentence_cache,
 )
 from citegate.embedding import Embedder, build_embedder
+from citegate.evaluation.dataset import Dataset, Query, load_dataset
+from citegate.evaluation.metrics import contains_answer as _contains
 from citegate.search.base import ChunkRecord, SearchFilter, SearchMode
 from citegate.search.embedded import EmbeddedSearchIndex
 
@@ -55,58 +57,8 @@ KB = "bench"
 SETS = ("squad2_dev", "cmrc2018")
 
 
-@dataclass(frozen=True)
-class Query:
-    id: str
-    text: str
-    answers: tuple[str, ...]
-    impossible: bool
-    gold: frozenset[str]
-
-
-@dataclass
-class Dataset:
-    name: str
-    passages: dict[str, tuple[str, str]]  # id -> (title, text)
-    dev: list[Query]
-    test: list[Query]
-
-
-def _jsonl(path: Path) -> list[dict[str, object]]:
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def load(data: Path, name: str) -> Dataset:
-    folder = data / name
-    passages = {
-        str(r["id"]): (str(r.get("title", "")), str(r["text"])) for r in _jsonl(folder / "corpus.jsonl")
-    }
-    gold: dict[str, set[str]] = {}
-    with (folder / "qrels.tsv").open(encoding="utf-8") as f:
-        next(f)
-        for line in f:
-            qid, pid, score = line.rstrip("\n").split("\t")
-            if int(score) > 0:
-                gold.setdefault(qid, set()).add(pid)
-
-    def queries(file: str) -> list[Query]:
-        out = []
-        for r in _jsonl(folder / file):
-            answers = r.get("answers") or []
-            assert isinstance(answers, list)
-            out.append(
-                Query(
-                    id=str(r["id"]),
-                    text=str(r["text"]),
-                    answers=tuple(str(a) for a in answers),
-                    impossible=bool(r.get("is_impossible", False)),
-                    gold=frozenset(gold.get(str(r["id"]), set())),
-                )
-            )
-        return out
-
-    return Dataset(name, passages, queries("dev.jsonl"), queries("test.jsonl"))
+    return load_dataset(data / name)
 
 
 # ------------------------------------------------------------------------------------ retrieval
@@ -166,11 +118,6 @@ def retrieve(
 
 
 # -------------------------------------------------------------------------------------- metrics
-
-
-def _contains(text: str, answers: Sequence[str]) -> bool:
-    lowered = text.lower()
-    return any(a.strip() and a.strip().lower() in lowered for a in answers)
 
 
 def metrics(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks import eval_retrieval, tune_extractive
 from benchmarks.evaluate import metrics as m
 from benchmarks.evaluate.ingest import IngestedSet, ingest_corpus
+from benchmarks.provenance import git_commit, loadavg
 
 if TYPE_CHECKING:
     from benchmarks.evaluate.peers import Peer
@@ -39,24 +39,6 @@ class SystemRun:
     hits: dict[str, dict[str, Hits]] = field(default_factory=dict)  # split -> query id -> hits
     latency_ms: list[float] = field(default_factory=list)
     aggregations: Sequence[str] = m.AGGREGATIONS
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "n/a"
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def _timed_queries(

@@ -13,7 +13,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_AUTH, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 INGEST_SUFFIXES = {".md", ".markdown", ".txt", ".text", ".pdf", ".html", ".htm"}
 INLINE_LIMIT = 7 * 1024 * 1024  # the API's decoded limit for base64_file; larger goes via an upload
 UNAVAILABLE_STATUSES = (502, 503, 504)
+RATE_LIMIT_PATIENCE_S = 900  # bulk commands wait out 429s for at most this long in all
 
 
 class CliError(Exception):
@@ -42,10 +45,42 @@ class CliError(Exception):
 # --- connection ----------------------------------------------------------------------------------
 
 
-def _client(args: argparse.Namespace) -> CitegateClient:
+class PatientClient(CitegateClient):
+    """For bulk commands (ingest, eval): a 429 is waited out (the server's `details.retry_after`,
+    else 2 s) and retried, up to `patience` seconds of waiting in all, instead of failing the run.
+
+    `waited_s` lets a caller that times requests leave the waits out of its latency.
+    """
+
+    def __init__(self, url: str, credentials: Credentials, patience: float = RATE_LIMIT_PATIENCE_S) -> None:
+        super().__init__(url, credentials)
+        self.patience, self.waits, self.waited_s = patience, 0, 0.0
+        self._granted_s = 0.0  # waits asked for so far, against `patience`
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        while True:
+            try:
+                return super().request(method, path, body)
+            except ApiError as error:
+                if error.status != 429:
+                    raise
+                details = error.body.get("details")
+                hint = details.get("retry_after") if isinstance(details, dict) else None
+                wait = float(hint) + 0.1 if isinstance(hint, int | float) and hint >= 0 else 2.0
+                if self._granted_s + wait > self.patience:
+                    raise
+                self._granted_s += wait
+                started = time.perf_counter()
+                time.sleep(wait)
+                self.waits += 1
+                self.waited_s += time.perf_counter() - started
+
+
+def _client(args: argparse.Namespace, patient: bool = False) -> CitegateClient:
     url = args.url or os.environ.get("CITEGATE_URL") or DEFAULT_URL
     token = args.token or os.environ.get("RAG_API_TOKEN") or os.environ.get("CITEGATE_TOKEN")
-    return CitegateClient(url, Credentials(token=None if args.sigv4 else token, sigv4=args.sigv4))
+    credentials = Credentials(token=None if args.sigv4 else token, sigv4=args.sigv4)
+    return PatientClient(url, credentials) if patient else CitegateClient(url, credentials)
 
 
 def _fail_for(error: ApiError) -> CliError:
@@ -160,11 +195,12 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 
 
 class Progress:
-    """A one-line progress bar on stderr over files, with the chunk count from the tasks."""
+    """A one-line progress bar on stderr over files (or passages, queries), with the tasks' chunk count."""
 
-    def __init__(self, total: int, enabled: bool) -> None:
+    def __init__(self, total: int, enabled: bool, unit: str = "files", chunks: bool = True) -> None:
         self.total, self.done, self.chunks = total, 0, 0
         self.enabled = enabled and total > 0
+        self.unit, self.show_chunks = unit, chunks
 
     def advance(self, chunks: int = 0) -> None:
         self.done += 1
@@ -177,7 +213,10 @@ class Progress:
         width = 30
         filled = int(width * self.done / self.total)
         bar = "#" * filled + "-" * (width - filled)
-        sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} files, {self.chunks} chunks {note[:40]:<40}")
+        counts = f"{self.done}/{self.total} {self.unit}" + (
+            f", {self.chunks} chunks" if self.show_chunks else ""
+        )
+        sys.stderr.write(f"\r[{bar}] {counts} {note[:40]:<40}")
         sys.stderr.flush()
 
     def close(self) -> None:
@@ -220,12 +259,12 @@ def _load_state(path: Path) -> dict[str, Any]:
 def _save_state(path: Path, state: dict[str, Any]) -> None:
     # Write-then-rename, so an interrupted run never leaves a truncated state file.
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".tmp")
-    partial.write_text(json.dumps(state, indent=1, sort_keys=True))
-    partial.replace(path)
+    unfinished = path.with_suffix(".tmp")
+    unfinished.write_text(json.dumps(state, indent=1, sort_keys=True))
+    unfinished.replace(path)
 
 
-def _submit(client: CitegateClient, kb: str, file: Path, name: str, data: bytes) -> str:
+def _submit(client: CitegateClient, data: bytes, *, kb: str, file: Path, name: str) -> str:
     metadata = {"path": name}
     if len(data) <= INLINE_LIMIT:
         body = {"base64_file": base64.b64encode(data).decode(), "source_name": name, "metadata": metadata}
@@ -236,66 +275,191 @@ def _submit(client: CitegateClient, kb: str, file: Path, name: str, data: bytes)
     return str(client.post(f"/v1/kb/{kb}/documents", body)["task_id"])
 
 
-def cmd_ingest(args: argparse.Namespace) -> int:
-    files = list(_files(args.paths))
+@dataclass(frozen=True)
+class Submission:
+    """One document to ingest: `content` (read when its turn comes) decides whether it changed."""
+
+    name: str  # the source name, the key of the resume state
+    content: Callable[[], bytes]
+    send: Callable[[CitegateClient, bytes], str]  # submits the content, returns the task id
+
+
+@dataclass
+class Ingested:
+    total: int
+    succeeded: int = 0
+    skipped: int = 0
+    chunks: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _ingest(
+    client: CitegateClient, kb: str, submissions: Sequence[Submission], args: argparse.Namespace, unit: str
+) -> Ingested:
+    """Submit what changed since its last success, wait for the tasks, record each success.
+
+    The state file (`--state`) maps "url|kb" to {source name: sha256 of what succeeded}, so a run
+    interrupted at any point resumes where it stopped; `--force` resends everything.
+    """
     state_file = _state_path(args)
     state = _load_state(state_file)
-    with _client(args) as client:
-        scope = f"{client.url}|{args.kb}"
-        done: dict[str, str] = state.setdefault(scope, {})  # source name -> sha256 of what succeeded
-        progress = Progress(len(files), enabled=not args.quiet)
-        skipped, failures, pending = 0, [], {}
-        for file, name in files:
-            data = file.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            if done.get(name) == digest and not args.force:
-                skipped += 1
-                progress.advance()
-                continue
-            try:
-                pending[name] = (_submit(client, args.kb, file, name, data), digest)
-                progress.draw(name)
-            except ApiError as error:
-                if error.status in (401, 403) or error.code == "kb_not_found":
-                    progress.close()
-                    raise _fail_for(error) from error
-                if error.status in UNAVAILABLE_STATUSES and error.code == "storage_unavailable":
-                    progress.close()
-                    raise _fail_for(error) from error
-                failures.append((name, describe_error(error.status, error.body)))
-                progress.advance()
-        deadline = time.monotonic() + args.timeout
-        succeeded = 0
-        while pending:
-            for name, (task_id, digest) in list(pending.items()):
-                task = _call(client, "GET", f"/v1/tasks/{task_id}")
-                if task["status"] not in ("succeeded", "failed"):
+    done: dict[str, str] = state.setdefault(f"{client.url}|{kb}", {})
+    progress = Progress(len(submissions), enabled=not args.quiet, unit=unit)
+    outcome = Ingested(total=len(submissions))
+    pending: dict[str, tuple[str, str]] = {}
+    for item in submissions:
+        data = item.content()
+        digest = hashlib.sha256(data).hexdigest()
+        if done.get(item.name) == digest and not args.force:
+            outcome.skipped += 1
+            progress.advance()
+            continue
+        try:
+            pending[item.name] = (item.send(client, data), digest)
+            progress.draw(item.name)
+        except ApiError as error:
+            if error.status in (401, 403) or error.code == "kb_not_found":
+                progress.close()
+                raise _fail_for(error) from error
+            if error.status in UNAVAILABLE_STATUSES and error.code == "storage_unavailable":
+                progress.close()
+                raise _fail_for(error) from error
+            outcome.failures.append((item.name, describe_error(error.status, error.body)))
+            progress.advance()
+    deadline = time.monotonic() + args.timeout
+    while pending:
+        sweep = time.monotonic() > deadline  # a last look at every task before calling it late
+        for name, (task_id, digest) in list(pending.items()):
+            task = _call(client, "GET", f"/v1/tasks/{task_id}")
+            if task["status"] not in ("succeeded", "failed"):
+                # Tasks finish roughly in submission order: the later ones wait for the next pass,
+                # so a pass costs one request per finished task, not one per pending task.
+                if sweep:
                     continue
-                del pending[name]
-                if task["status"] == "succeeded":
-                    succeeded += 1
-                    done[name] = digest
-                    _save_state(state_file, state)  # after each file, so an interrupted run resumes
-                else:
-                    failures.append((name, str(task.get("error") or "ingestion failed")))
-                progress.advance(int((task.get("counts") or {}).get("children", 0)))
-            if pending and time.monotonic() > deadline:
-                failures.extend(
-                    (name, f"task {task_id} did not finish in {args.timeout:.0f}s")
-                    for name, (task_id, _) in pending.items()
-                )
                 break
-            if pending:
-                time.sleep(0.2)
-        progress.close()
+            del pending[name]
+            if task["status"] == "succeeded":
+                outcome.succeeded += 1
+                done[name] = digest
+                _save_state(state_file, state)  # after each document, so an interrupted run resumes
+            else:
+                outcome.failures.append((name, str(task.get("error") or "ingestion failed")))
+            progress.advance(int((task.get("counts") or {}).get("children", 0)))
+        if pending and sweep:
+            outcome.failures.extend(
+                (name, f"task {task_id} did not finish in {args.timeout:.0f}s")
+                for name, (task_id, _) in pending.items()
+            )
+            break
+        if pending:
+            time.sleep(0.2)
+    progress.close()
+    outcome.chunks = progress.chunks
     _save_state(state_file, state)
-    print(
-        f"ingested {succeeded}, skipped {skipped} (unchanged), failed {len(failures)} "
-        f"of {len(files)} file(s) into {args.kb}; {progress.chunks} chunks"
-    )
-    for name, reason in failures:
+    return outcome
+
+
+def _report_failures(outcome: Ingested) -> None:
+    for name, reason in outcome.failures:
         print(f"  FAILED {name}: {reason}", file=sys.stderr)
-    return EXIT_FAILURES if failures else EXIT_OK
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    submissions = [
+        Submission(name, file.read_bytes, partial(_submit, kb=args.kb, file=file, name=name))
+        for file, name in _files(args.paths)
+    ]
+    with _client(args, patient=True) as client:
+        outcome = _ingest(client, args.kb, submissions, args, unit="files")
+    failed = len(outcome.failures)
+    print(
+        f"ingested {outcome.succeeded}, skipped {outcome.skipped} (unchanged), failed {failed} "
+        f"of {outcome.total} file(s) into {args.kb}; {outcome.chunks} chunks"
+    )
+    _report_failures(outcome)
+    return EXIT_FAILURES if outcome.failures else EXIT_OK
+
+
+# --- evaluation -----------------------------------------------------------------------------------
+
+
+def _submit_text(client: CitegateClient, data: bytes, *, kb: str, name: str, title: str) -> str:
+    body = {"text": data.decode(), "source_name": name, "mime_type": "text/markdown"}
+    if title:
+        body["title"] = title
+    return str(client.post(f"/v1/kb/{kb}/documents", body)["task_id"])
+
+
+def _ensure_kb(client: CitegateClient, kb: str) -> None:
+    try:
+        client.get(f"/v1/kb/{kb}")
+    except ApiError as error:
+        if error.code != "kb_not_found":
+            raise _fail_for(error) from error
+        _call(client, "POST", "/v1/kb", {"kb_id": kb, "name": kb})
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from citegate.evaluation.dataset import SPLITS, DatasetError, load_dataset, passage_document
+    from citegate.evaluation.remote import MAX_TOP_K, RemoteOptions, asks, run_remote, selected
+    from citegate.evaluation.report import render_table
+
+    if not 1 <= args.top_k <= MAX_TOP_K:
+        raise CliError(f"--top-k must be between 1 and {MAX_TOP_K} (the API's limit)", EXIT_USAGE)
+    if args.limit is not None and args.limit < 1:
+        raise CliError("--limit must be at least 1", EXIT_USAGE)
+    splits = SPLITS if args.split == "both" else (args.split,)
+    try:
+        dataset = load_dataset(Path(args.folder), splits)
+    except DatasetError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+    out = Path(args.out) if args.out else None
+    if out is not None and not out.parent.is_dir():
+        raise CliError(f"--out: no such folder: {out.parent}", EXIT_USAGE)
+    options = RemoteOptions(kb=args.kb, splits=splits, top_k=args.top_k, limit=args.limit, ask=args.ask)
+    ingested, ingest_report = None, None
+    with _client(args, patient=True) as client:
+        if args.ingest:
+            started = time.perf_counter()
+            _ensure_kb(client, args.kb)
+            submissions = [
+                Submission(
+                    pid,
+                    partial(str.encode, passage_document(title, text)),
+                    partial(_submit_text, kb=args.kb, name=pid, title=title.strip()),
+                )
+                for pid, (title, text) in dataset.passages.items()
+            ]
+            ingested = _ingest(client, args.kb, submissions, args, unit="passages")
+            ingest_report = {
+                "passages": ingested.total,
+                "ingested": ingested.succeeded,
+                "skipped": ingested.skipped,
+                "failed": len(ingested.failures),
+                "chunks": ingested.chunks,
+                "seconds": round(time.perf_counter() - started, 1),
+            }
+        queries = sum(len(q) for q in selected(dataset, options).values())
+        progress = Progress(queries * (2 if asks(dataset, options) else 1), not args.quiet, "calls", False)
+        report = run_remote(client, dataset, options, tick=progress.advance)
+        progress.close()
+    report["folder"] = str(Path(args.folder).resolve())
+    report["ingest"] = ingest_report
+    if out is not None:
+        out.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+    if args.json:
+        _print_json(report)
+    else:
+        print(render_table(report))
+    if ingested is not None and ingested.failures:
+        print(
+            f"citegate: {len(ingested.failures)} passage(s) failed to ingest: figures are over an "
+            "incomplete corpus",
+            file=sys.stderr,
+        )
+        _report_failures(ingested)
+        return EXIT_FAILURES
+    return EXIT_OK
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -372,6 +536,24 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("task_id")
     _connection_options(tasks)
     tasks.set_defaults(run=cmd_tasks)
+
+    evaluation = commands.add_parser(
+        "eval", help="measure a citegate on a labelled set folder (corpus, qrels, dev/test queries)"
+    )
+    evaluation.add_argument("folder", help="a set folder: corpus.jsonl, qrels.tsv, dev.jsonl, test.jsonl")
+    evaluation.add_argument("--kb", required=True, help="knowledge base holding (or to hold) the corpus")
+    evaluation.add_argument("--split", choices=("dev", "test", "both"), default="test")
+    evaluation.add_argument("--limit", type=int, help="the first N queries of each split")
+    evaluation.add_argument("--top-k", type=int, default=50, help="children retrieved per query (max 50)")
+    evaluation.add_argument("--ask", action="store_true", help="also score answers (sets with answers)")
+    evaluation.add_argument("--ingest", action="store_true", help="first ingest the corpus (resumable)")
+    evaluation.add_argument("--out", help="also write the JSON report to this file")
+    evaluation.add_argument("--state", help="resume file for --ingest (as for `citegate ingest`)")
+    evaluation.add_argument("--force", action="store_true", help="--ingest every passage, even unchanged")
+    evaluation.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the tasks")
+    evaluation.add_argument("--quiet", action="store_true", help="no progress bar")
+    _connection_options(evaluation)
+    evaluation.set_defaults(run=cmd_eval)
 
     mcp = commands.add_parser("mcp", help="run the MCP server (stdio by default)")
     transport = mcp.add_mutually_exclusive_group()

@@ -1,5 +1,5 @@
-"""The evaluation harness's scores on hand-computed examples (benchmarks/evaluate, whose ranking
-metrics are benchmarks/eval_retrieval.py's own, imported)."""
+"""The evaluation harness's scores on hand-computed examples (benchmarks/evaluate.metrics re-exports
+citegate.evaluation.metrics, which `citegate eval` uses too)."""
 
 from __future__ import annotations
 
