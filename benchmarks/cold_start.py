@@ -38,6 +38,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parent))
+from provenance import stamp
+
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # infra.bundling, for the layer sizes
@@ -371,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(
         json.dumps(
             {
+                **stamp(),
                 "bar_ms": BAR_MS,
                 "runs": args.runs,
                 "python": sys.version.split()[0],

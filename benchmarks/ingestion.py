@@ -26,12 +26,16 @@ import argparse
 import json
 import os
 import resource
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from provenance import stamp
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
 
@@ -192,6 +196,7 @@ def main() -> None:
     alone_wall = (alone_before.wall_s + alone_after.wall_s) / 2
     alone_cpu = (alone_before.cpu_s + alone_after.cpu_s) / 2
     result = {
+        **stamp(),
         "documents": len(docs),
         "children": children,
         "failed": failed + reingest_failed,

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+from provenance import stamp
 from search_embedded import TextSource
 
 CHUNKS_PER_DOC = 20
@@ -211,6 +212,7 @@ def run(size: int, embedder: str) -> dict[str, Any]:
                 retrieve(s, scope, f"warm {q}")
                 ask(s, scope, f"warm {q}")
             result: dict[str, Any] = {
+                **stamp(),
                 "chunks": size,
                 "embedder": embedder,
                 "build_s": round(build_s, 1),

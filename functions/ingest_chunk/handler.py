@@ -1,13 +1,5 @@
 """Ingestion workflow step: chunk (see citegate/ingest/steps.py)."""
 
-from typing import Any
+from citegate.ingest.handlers import step_handler
 
-from citegate.container import services
-from citegate.ingest import steps
-from citegate.observability import logger, traced
-
-
-@logger.inject_lambda_context
-@traced
-def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return steps.chunk(services(), event)
+lambda_handler = step_handler("chunk")

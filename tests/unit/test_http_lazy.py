@@ -97,12 +97,18 @@ def test_errors_keep_the_family_shape_and_codes() -> None:
     assert body["details"]["fields"][0]["field"] == "name"
 
 
-def route_handlers() -> list[str]:
-    served = {r.function for r in routes.ROUTES} | {routes.AUTHORIZER_FUNCTION}
-    return sorted(n for n in served - NOT_YET_LAZY if (FUNCTIONS / n / "handler.py").exists())
+def every_handler() -> list[str]:
+    """Routes, the authorizer, the queue consumer and the workflow's steps: every Lambda function."""
+    found = {p.name for p in FUNCTIONS.iterdir() if (p / "handler.py").exists()}
+    served = {r.function for r in routes.ROUTES} | {
+        routes.AUTHORIZER_FUNCTION,
+        routes.INGEST_CONSUMER_FUNCTION,
+    }
+    assert served <= found, f"routes without a handler: {sorted(served - found)}"
+    return sorted(found - NOT_YET_LAZY)
 
 
-@pytest.mark.parametrize("function", route_handlers())
+@pytest.mark.parametrize("function", every_handler())
 def test_importing_a_handler_loads_no_heavy_library(function: str) -> None:
     probe = f"import sys, handler; print([m for m in {HEAVY!r} if m in sys.modules])"
     done = subprocess.run(

@@ -1,0 +1,210 @@
+"""The latest `make bench` figures as one Markdown page (docs/results/bench.md), from the JSON the
+benchmarks save under bench-results/: retrieval.py (latency, gateway, concurrency), ingestion.py
+(throughput against the embedder alone) and cold_start.py (import times, package sizes).
+
+A benchmark that has not been run is listed as missing, never filled in. Each section carries
+the commit it was measured on and the load average: the machine has 2 cores shared with other
+work, so figures are pessimistic.
+
+    uv run python benchmarks/bench_report.py [--results bench-results] [--out docs/results/bench.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+# PRODUCT.md's bars, printed beside the figures (never asserted).
+RETRIEVE_P95_BAR_MS = {"use": 15.0, "e5": 50.0}
+GATEWAY_OVERHEAD_BAR_MS = 15.0
+INGEST_RATIO_BAR = 0.70
+IMPORT_BAR_MS = 300.0
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _ms(cell: dict[str, Any] | None) -> str:
+    if not cell:
+        return "-"
+    return " / ".join(f"{cell[k]:.1f}" for k in ("p50_ms", "p95_ms", "p99_ms") if k in cell)
+
+
+def _meets(value: float, bar: float) -> str:
+    return "meets" if value <= bar else f"misses by {value - bar:.1f} ms"
+
+
+def _provenance(report: dict[str, Any]) -> str:
+    load = report.get("load_average")
+    load_text = " ".join(str(x) for x in load) if isinstance(load, list) else str(load or "n/a")
+    return (
+        f"commit {report.get('commit', 'unknown')}, {report.get('measured_at', 'time unknown')}, "
+        f"load average {load_text}"
+    )
+
+
+def retrieval_section(runs: list[dict[str, Any]] | None) -> list[str]:
+    out = ["## Retrieve and ask latency (`benchmarks/retrieval.py`)", ""]
+    if not runs:
+        return [*out, "Not run yet: `uv run python benchmarks/retrieval.py`.", ""]
+    out += [
+        "Synthetic chunks (Zipf text, random unit vectors) in one knowledge base; the real query embedder.",
+        "In-process is `citegate.retrieval.retrieve` / `ask` (query embedding included); the gateway is",
+        "uvicorn on loopback with an httpx client, so it adds the authorizer, the policy check, the",
+        "rate-limit counters and the audit record (DynamoDB on the embedded endpoint). p50 / p95 / p99 ms.",
+        "",
+        "| chunks | embedder | retrieve in-process | retrieve via gateway | gateway overhead "
+        "| ask in-process | ask via gateway | retrieve p95 bar |",
+        "|---:|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        bar = RETRIEVE_P95_BAR_MS.get(r["embedder"])
+        verdict = _meets(r["retrieve_in_process"]["p95_ms"], bar) if bar and r["chunks"] >= 100_000 else ""
+        out.append(
+            f"| {r['chunks']:,} | {r['embedder']} | {_ms(r['retrieve_in_process'])} | "
+            f"{_ms(r.get('retrieve_http'))} | {_ms(r.get('retrieve_http_overhead'))} | "
+            f"{_ms(r['ask_in_process'])} | {_ms(r.get('ask_http'))} | "
+            f"{f'{bar:.0f} ms: {verdict}' if verdict else '-'} |"
+        )
+    out += [
+        "",
+        "Where the in-process time goes (p50 / p95 ms; `cpu_ms` is the process's CPU time per call):",
+        "",
+    ]
+    names = list(dict.fromkeys(name for r in runs for name in r.get("retrieve_parts", {})))
+    out += [
+        "| chunks | " + " | ".join(names) + " |",
+        "|---:|" + "---|" * len(names),
+    ]
+    for r in runs:
+        parts = r.get("retrieve_parts", {})
+        cells = [f"{parts[n]['p50_ms']:.1f} / {parts[n]['p95_ms']:.1f}" if n in parts else "-" for n in names]
+        out.append(f"| {r['chunks']:,} | " + " | ".join(cells) + " |")
+    out.append("")
+    overheads = [r["retrieve_http_overhead"]["p95_ms"] for r in runs if "retrieve_http_overhead" in r]
+    if overheads:
+        worst = max(overheads)
+        out.append(
+            f"Gateway overhead bar ({GATEWAY_OVERHEAD_BAR_MS:.0f} ms more at p95): worst size "
+            f"{worst:.1f} ms, {_meets(worst, GATEWAY_OVERHEAD_BAR_MS)}."
+        )
+        out.append("")
+    concurrent = [r for r in runs if "retrieve_http_concurrent" in r]
+    if concurrent:
+        out += [
+            "### Concurrent clients through the gateway (retrieve)",
+            "",
+            "| chunks | clients | requests | failed | throughput req/s | p50 / p95 / p99 ms |",
+            "|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in concurrent:
+            c = r["retrieve_http_concurrent"]
+            out.append(
+                f"| {r['chunks']:,} | {c['clients']} | {c['requests']} | {c['failed']} | "
+                f"{c['throughput_rps']} | {_ms(c)} |"
+            )
+        out.append("")
+    out += [f"- {r['chunks']:,} chunks: {_provenance(r)}; index built in {r['build_s']} s" for r in runs]
+    return [*out, ""]
+
+
+def ingestion_section(report: dict[str, Any] | None) -> list[str]:
+    out = ["## Ingestion throughput (`benchmarks/ingestion.py`)", ""]
+    if not report or "ratio_wall" not in report:
+        return [
+            *out,
+            "Not run yet (or an older format): `uv run python benchmarks/ingestion.py --docs 200`.",
+            "",
+        ]
+    ratio = report["ratio_wall"]
+    verdict = "meets" if ratio >= INGEST_RATIO_BAR else f"misses by {INGEST_RATIO_BAR - ratio:.2f}"
+    out += [
+        "End to end through the queue consumer and the state machine's steps, against the embedder",
+        "alone on the same texts.",
+        "",
+        "| documents | children | pipeline chunks/s | embedder alone chunks/s | ratio (wall) | ratio (CPU) "
+        "| peak memory MB | failed |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {report['documents']} | {report['children']} | {report['pipeline']['chunks_per_s']} | "
+        f"{report['embedder_alone']['chunks_per_s']} | {ratio} | {report['ratio_cpu']} | "
+        f"{report['peak_rss_mb']} | {report['failed']} |",
+        "",
+        f"Bar: at least {INGEST_RATIO_BAR:.0%} of the embedder's throughput: {verdict}.",
+        f"{_provenance(report)}.",
+    ]
+    return [*out, ""]
+
+
+def cold_start_section(report: dict[str, Any] | None) -> list[str]:
+    out = ["## Cold start (`benchmarks/cold_start.py`)", ""]
+    if not report:
+        return [*out, "Not run yet: `uv run python benchmarks/cold_start.py`.", ""]
+    handlers = [h for h in report["handlers"] if h.get("median_ms") is not None]
+    failed = [h["function"] for h in report["handlers"] if h.get("error")]
+    ordered = sorted(handlers, key=lambda h: -h["median_ms"])
+    over = [h for h in handlers if h["median_ms"] > report["bar_ms"]]
+    medians = sorted(h["median_ms"] for h in handlers)
+    out += [
+        f"`{report['command']}`, median of {report['runs']} runs per handler, {len(handlers)} handlers: "
+        f"median {medians[len(medians) // 2]:.0f} ms, slowest {ordered[0]['median_ms']:.0f} ms "
+        f"({ordered[0]['function']}); {len(over)} over the {report['bar_ms']:.0f} ms bar"
+        + (f" ({', '.join(h['function'] for h in over)})" if over else "")
+        + (f"; failed to import: {', '.join(failed)}" if failed else "")
+        + ".",
+        "",
+        "| slowest handlers | import ms (median) | CPU ms |",
+        "|---|---:|---:|",
+    ]
+    out += [f"| {h['function']} | {h['median_ms']:.0f} | {h.get('cpu_ms', 0):.0f} |" for h in ordered[:5]]
+    sizes = report.get("sizes")
+    if sizes:
+        limit = sizes["limit_bytes"]
+        biggest = max(sizes["functions"].items(), key=lambda kv: kv[1]["total_bytes"])
+        out += [
+            "",
+            "| layer | unzipped MB |",
+            "|---|---:|",
+            *[f"| {name} | {size / 1e6:.1f} |" for name, size in sizes["layers"].items()],
+            "",
+            f"Largest function with its layers: {biggest[0]}, {biggest[1]['total_bytes'] / 1e6:.1f} MB of "
+            f"Lambda's {limit / 1e6:.0f} MB unzipped limit "
+            f"({sizes['architecture']}, embedder {sizes['embedder']}).",
+        ]
+    return [*out, "", _provenance(report) + ".", ""]
+
+
+def render(results: Path) -> str:
+    lines = [
+        "# Benchmark results (`make bench`)",
+        "",
+        "Generated by `benchmarks/bench_report.py` from the JSON under `bench-results/`; figures are",
+        "measured, never asserted. The machine has 2 cores shared with other work: read the load average",
+        "beside each figure. Quality figures are in [results.md](results.md) (`make eval`).",
+        "",
+    ]
+    lines += retrieval_section(_read(results / "retrieval.json"))
+    lines += ingestion_section(_read(results / "ingestion.json"))
+    lines += cold_start_section(_read(results / "cold_start.json"))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--results", type=Path, default=Path("bench-results"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/bench.md"))
+    args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(args.results))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
