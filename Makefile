@@ -44,8 +44,11 @@ format: install ## apply ruff formatting
 typecheck: install ## mypy strict on the layer
 	$(RUN) mypy layers/citegate
 
-bench: install ## retrieve and ask latency at 10k and 100k chunks, handler import times (printed, saved under bench-results/)
-	$(RUN) python benchmarks/retrieval.py && $(RUN) python benchmarks/cold_start.py
+bench: install ## latency at 10k/100k chunks (in-process, gateway, 16 clients), ingestion throughput, cold start -> docs/results/bench.md
+	$(RUN) python benchmarks/retrieval.py
+	$(RUN) python benchmarks/ingestion.py --docs 200
+	$(RUN) python benchmarks/cold_start.py
+	$(RUN) python benchmarks/bench_report.py
 
 EMBEDDERS ?= use
 SETS ?= scifact,cmrc2018,squad2_dev
