@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -20,3 +21,19 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def moto_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto's in-process mock for a unit test, without moto's reset on entry and exit: its
+    backends are process-wide, and a reset would wipe the tables of an embedded stack that an
+    integration test in the same worker started. Tests name their resources uniquely instead."""
+    from moto import mock_aws
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    mock = mock_aws()
+    mock.start(reset=False)
+    try:
+        yield
+    finally:
+        mock.stop(remove_data=False)

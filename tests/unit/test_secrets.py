@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto import mock_aws
 from pydantic import SecretStr
 
 from citegate import secrets
@@ -15,16 +15,15 @@ from citegate.settings import Settings
 
 
 @pytest.fixture
-def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+def secret_arn(monkeypatch: pytest.MonkeyPatch, moto_in_process: None) -> Iterator[str]:
     monkeypatch.delenv("RAG_API_TOKEN", raising=False)  # the Makefile exports a development token
-    with mock_aws():
-        monkeypatch.setattr(secrets, "_client", None)
-        secrets.clear_cache()
-        client = boto3.client("secretsmanager", region_name="us-east-1")
-        yield client.create_secret(Name="citegate/api-token", SecretString="from-the-vault")["ARN"]
-        monkeypatch.setattr(secrets, "_client", None)
-        secrets.clear_cache()
+    monkeypatch.setattr(secrets, "_client", None)
+    secrets.clear_cache()
+    client = boto3.client("secretsmanager", region_name="us-east-1")
+    name = f"citegate/api-token-{uuid.uuid4().hex[:8]}"  # moto is not reset between tests
+    yield client.create_secret(Name=name, SecretString="from-the-vault")["ARN"]
+    monkeypatch.setattr(secrets, "_client", None)
+    secrets.clear_cache()
 
 
 def test_a_plain_setting_wins_and_an_arn_is_resolved(secret_arn: str) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from citegate import resources
 from citegate.chats import ChatNotFound
@@ -18,14 +17,11 @@ OWNER, OTHER = "human:t1:alice", "human:t1:bob"
 
 
 @pytest.fixture
-def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[ChatStore]:
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        create_tables(boto3.client("dynamodb", region_name="us-east-1"), "unit")
-        table = boto3.resource("dynamodb", region_name="us-east-1").Table(
-            resources.CHATS.physical_name("unit")
-        )
-        yield ChatStore(table)
+def store(moto_in_process: None) -> ChatStore:
+    stage = f"unit{uuid.uuid4().hex[:8]}"  # moto is not reset between tests: tables of their own
+    create_tables(boto3.client("dynamodb", region_name="us-east-1"), stage)
+    table = boto3.resource("dynamodb", region_name="us-east-1").Table(resources.CHATS.physical_name(stage))
+    return ChatStore(table)
 
 
 def user(message_id: str, content: str = "How tall is Zorvath Ridge?") -> dict[str, Any]:
