@@ -61,7 +61,7 @@ def services(tmp_path: Path, model_id: str, fail: bool = False, **settings: Any)
 
 def test_fusion_for_a_model_and_an_override() -> None:
     assert fusion_for("use-multilingual-v3") == FusionConfig("min_max", 0.7)
-    assert fusion_for("multilingual-e5-small") == FusionConfig("min_max", 0.3)
+    assert fusion_for("multilingual-e5-small") == FusionConfig("min_max", 0.6)
     assert fusion_for("some-endpoint-model") == FusionConfig("min_max", DEFAULT_LEXICAL_WEIGHT)
     assert fusion_for(None).lexical_weight == DEFAULT_LEXICAL_WEIGHT
     assert fusion_for("multilingual-e5-small", 0.55) == FusionConfig("min_max", 0.55)
