@@ -247,22 +247,18 @@ def run(size: int, embedder: str) -> dict[str, Any]:
                         client.post(
                             f"/v1/kb/{kb_id}/retrieve", json={"query": f"warm {q}"}
                         ).raise_for_status()
-                    result["retrieve_http"] = percentiles(
-                        timed(
-                            lambda q: client.post(
-                                f"/v1/kb/{kb_id}/retrieve", json={"query": q}
-                            ).raise_for_status(),
-                            [f"{q}." for q in queries],
+                    for name, route, field, mark in (
+                        ("retrieve_http", "retrieve", "query", "."),
+                        ("ask_http", "ask", "question", "!"),
+                    ):
+                        result[name] = percentiles(
+                            timed(
+                                lambda q, route=route, field=field: client.post(
+                                    f"/v1/kb/{kb_id}/{route}", json={field: q}
+                                ).raise_for_status(),
+                                [f"{q}{mark}" for q in queries],
+                            )
                         )
-                    )
-                    result["ask_http"] = percentiles(
-                        timed(
-                            lambda q: client.post(
-                                f"/v1/kb/{kb_id}/ask", json={"question": q}
-                            ).raise_for_status(),
-                            [f"{q}!" for q in queries],
-                        )
-                    )
                 result["retrieve_http_overhead"] = {
                     key: round(result["retrieve_http"][key] - result["retrieve_in_process"][key], 2)
                     for key in ("p50_ms", "p95_ms", "p99_ms")

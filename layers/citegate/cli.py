@@ -478,6 +478,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 # --- parser ---------------------------------------------------------------------------------------
 
 
+def _ingest_options(parser: argparse.ArgumentParser, timeout: float) -> None:
+    """What the bulk commands that ingest (ingest, eval --ingest) share: resuming and waiting."""
+    parser.add_argument("--state", help="resume file (default: $XDG_STATE_HOME/citegate/ingest-state.json)")
+    parser.add_argument("--force", action="store_true", help="send everything, even unchanged since success")
+    parser.add_argument("--timeout", type=float, default=timeout, help="seconds to wait for the tasks")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def _connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help=f"citegate base URL (default: $CITEGATE_URL or {DEFAULT_URL})")
     auth = parser.add_mutually_exclusive_group()
@@ -511,10 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = commands.add_parser("ingest", help="ingest files and folders (Markdown, PDF, text, HTML)")
     ingest.add_argument("paths", nargs="+", metavar="PATH")
     ingest.add_argument("--kb", required=True, help="knowledge base id")
-    ingest.add_argument("--state", help="resume file (default: $XDG_STATE_HOME/citegate/ingest-state.json)")
-    ingest.add_argument("--force", action="store_true", help="ingest files even if unchanged since success")
-    ingest.add_argument("--timeout", type=float, default=600, help="seconds to wait for the tasks")
-    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    _ingest_options(ingest, timeout=600)
     _connection_options(ingest)
     ingest.set_defaults(run=cmd_ingest)
 
@@ -548,10 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--ask", action="store_true", help="also score answers (sets with answers)")
     evaluation.add_argument("--ingest", action="store_true", help="first ingest the corpus (resumable)")
     evaluation.add_argument("--out", help="also write the JSON report to this file")
-    evaluation.add_argument("--state", help="resume file for --ingest (as for `citegate ingest`)")
-    evaluation.add_argument("--force", action="store_true", help="--ingest every passage, even unchanged")
-    evaluation.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the tasks")
-    evaluation.add_argument("--quiet", action="store_true", help="no progress bar")
+    _ingest_options(evaluation, timeout=3600)
     _connection_options(evaluation)
     evaluation.set_defaults(run=cmd_eval)
 
