@@ -28,7 +28,8 @@ class Counters:
             details={"limit": limit, "window_seconds": window_seconds, "retry_after": retry_after},
         )
 
-    def _update(self, key: str, limit: int, window: int, window_seconds: int, amount: int) -> dict[str, Any]:
+    @staticmethod
+    def _update(key: str, limit: int, window: int, window_seconds: int, amount: int) -> dict[str, Any]:
         """The conditional ADD that counts `amount` unless it would pass `limit`."""
         return {
             "Key": {"counter_key": f"{key}#{window}"},
@@ -58,10 +59,10 @@ class Counters:
     def hit_all(self, limits: Sequence[tuple[str, int]], window_seconds: int = 60) -> None:
         """Count one call against every (key, limit) at once, or none of them when any is reached:
         one round trip (a transaction) instead of one per key, and a refused call spends nothing."""
+        if not limits:
+            return
         if len(limits) == 1:
             self.hit(*limits[0], window_seconds=window_seconds)
-            return
-        if not limits:
             return
         window, retry_after = self._window(window_seconds)
         actions = [
@@ -78,13 +79,13 @@ class Counters:
             raise self._limited(key, limit, window_seconds, retry_after) from error
 
     def current(self, key: str, window_seconds: int) -> int:
-        window = int(time.time() // window_seconds)
+        window, _ = self._window(window_seconds)
         item = self._table.get_item(Key={"counter_key": f"{key}#{window}"}, ConsistentRead=True).get("Item")
         return int(item["count"]) if item else 0
 
     def add(self, key: str, amount: int, window_seconds: int) -> None:
         """Count without a limit (spent tokens are counted even when they overshoot the budget)."""
-        window = int(time.time() // window_seconds)
+        window, _ = self._window(window_seconds)
         self._table.update_item(
             Key={"counter_key": f"{key}#{window}"},
             UpdateExpression="ADD #n :amount SET expires_at = if_not_exists(expires_at, :expires)",

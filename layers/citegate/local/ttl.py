@@ -29,8 +29,15 @@ class TtlSweeper:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._dynamodb = dynamodb  # a boto3 client on the embedded endpoint
+        # (table name, its primary key attributes, its TTL attribute) for every table with a TTL
         self._tables = [
-            (shape.physical_name(stage), shape) for shape in resources.TABLES if shape.ttl_attribute
+            (
+                shape.physical_name(stage),
+                [shape.partition_key] + ([shape.sort_key] if shape.sort_key else []),
+                shape.ttl_attribute,
+            )
+            for shape in resources.TABLES
+            if shape.ttl_attribute
         ]
         self._interval = interval
         self._clock = clock
@@ -41,9 +48,8 @@ class TtlSweeper:
         """Delete every expired item now; the number deleted."""
         deleted = 0
         now = int(self._clock())
-        for name, shape in self._tables:
-            keys = [shape.partition_key] + ([shape.sort_key] if shape.sort_key else [])
-            names = {f"#k{i}": key for i, key in enumerate(keys)} | {"#ttl": str(shape.ttl_attribute)}
+        for name, keys, attribute in self._tables:
+            names = {f"#k{i}": key for i, key in enumerate(keys)} | {"#ttl": attribute}
             scan: dict[str, Any] = {
                 "TableName": name,
                 "FilterExpression": "attribute_type(#ttl, :number) AND #ttl < :now",
@@ -56,20 +62,20 @@ class TtlSweeper:
             while True:
                 page = self._dynamodb.scan(**scan)
                 for key in page.get("Items", []):
-                    deleted += self._delete_if_expired(name, key, shape.ttl_attribute, now)
+                    deleted += self._delete_if_expired(name, key, attribute, now)
                 if "LastEvaluatedKey" not in page:
                     break
                 scan["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return deleted
 
-    def _delete_if_expired(self, table: str, key: dict[str, Any], attribute: str | None, now: int) -> int:
+    def _delete_if_expired(self, table: str, key: dict[str, Any], attribute: str, now: int) -> int:
         # Conditional, so an item renewed since the scan survives.
         try:
             self._dynamodb.delete_item(
                 TableName=table,
                 Key=key,
                 ConditionExpression="attribute_type(#ttl, :number) AND #ttl < :now",
-                ExpressionAttributeNames={"#ttl": str(attribute)},
+                ExpressionAttributeNames={"#ttl": attribute},
                 ExpressionAttributeValues={":now": {"N": str(now)}, ":number": {"S": "N"}},
             )
         except self._dynamodb.exceptions.ConditionalCheckFailedException:
