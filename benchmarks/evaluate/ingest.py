@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
 Vector = np.ndarray
 StepEvent = dict[str, Any]
-# Tasks per workflow batch. The queue consumer makes batches of at most 10 messages
-# (citegate.ingest.consumer.BATCH_SIZE); larger batches run the same step code with fewer calls
+# Tasks per workflow batch. The queue consumer packs at most 50 documents into an execution
+# (citegate.ingest.consumer.pack); larger batches run the same step code with fewer calls
 # to the embedded AWS endpoint and fewer index commits, and index the same chunks.
 BATCH_SIZE = 100
 

@@ -336,10 +336,10 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         tables=_tables(credentials="read"),
     ),
     routes.INGEST_CONSUMER_FUNCTION: FunctionSpec(
-        "SQS consumer: one Step Functions execution per SQS batch",
+        "SQS consumer: the batch's documents packed into Step Functions executions",
         memory_mb=256,
         timeout_s=resources.INGEST_CONSUMER_TIMEOUT_SECONDS,
-        tables=_tables(tasks="read"),
+        tables=_tables(tasks="read", documents="read"),
         start_execution=True,
     ),
     "ingest_parse": FunctionSpec(

@@ -2,8 +2,9 @@
 
 The state machine is `citegate/ingest/ingestion.asl.json`, the very file the local stack runs in
 moto: its `${...FunctionArn}` placeholders are filled by Step Functions' definition substitutions
-with the ARNs of the functions `resources.INGESTION_STEP_FUNCTIONS` names. The consumer starts one
-execution per SQS batch (named after the batch's tasks) and reports partial batch failures.
+with the ARNs of the functions `resources.INGESTION_STEP_FUNCTIONS` names. The consumer packs an
+SQS batch's documents into executions (named after their tasks; citegate.ingest.consumer.pack)
+and reports partial batch failures.
 """
 
 from __future__ import annotations

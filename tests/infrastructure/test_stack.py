@@ -494,7 +494,8 @@ def test_consumer_reports_partial_batch_failures(res: Resources) -> None:
     (mapping,) = of_type(res, "AWS::Lambda::EventSourceMapping").values()
     props = mapping["Properties"]
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert props["BatchSize"] == 10
+    assert props["BatchSize"] == 100
+    assert props["MaximumBatchingWindowInSeconds"] == 1
     assert props["FunctionName"] == {"Ref": functions_by_name(res)[routes.INGEST_CONSUMER_FUNCTION]}
 
 

@@ -131,6 +131,24 @@ def test_documents_submitted_together_share_one_execution(client: TestClient, kb
     assert stack.services.index.count(kb_id=kb) == sum(t["counts"]["children"] for t in tasks)
 
 
+def test_a_batch_larger_than_one_execution_is_split(
+    client: TestClient, kb: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citegate.ingest import consumer
+
+    monkeypatch.setattr(consumer, "EXECUTION_MAX_DOCUMENTS", 2)
+    task_ids = [
+        _submit(client, kb, text=f"Split document {i}. " * 30, source_name=f"s{i}.txt") for i in range(5)
+    ]
+    tasks = [wait_for_task(client, t) for t in task_ids]
+    assert {t["status"] for t in tasks} == {"succeeded"}
+    executions: dict[str, int] = {}
+    for task_id in task_ids:
+        arn = _execution_of(stack, task_id)
+        executions[arn] = executions.get(arn, 0) + 1
+    assert len(executions) >= 3 and max(executions.values()) <= 2
+
+
 def test_a_step_that_fails_twice_then_succeeds_finishes_the_task(
     client: TestClient, kb: str, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

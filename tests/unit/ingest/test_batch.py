@@ -18,7 +18,7 @@ from citegate.ingest.batch import (
     unstash_json,
     unstash_vectors,
 )
-from citegate.ingest.consumer import StartedBatch, task_id_of
+from citegate.ingest.consumer import StartedBatch, pack, task_id_of
 
 
 class Blobs:
@@ -86,3 +86,26 @@ def test_each_message_reports_its_own_outcome() -> None:
     for bad in ["{not json", "[]", json.dumps({"task_id": 3}), json.dumps({})]:
         with pytest.raises(ValueError):
             task_id_of(bad)
+
+
+def _refs(n: int) -> list[DocumentRef]:
+    return [DocumentRef(task_id=f"t{i}", kb_id="kb", document_id=f"d{i}") for i in range(n)]
+
+
+def _task_ids(packs: list[list[DocumentRef]]) -> list[list[str]]:
+    return [[d.task_id for d in p] for p in packs]
+
+
+def test_small_documents_share_executions_up_to_the_document_cap() -> None:
+    packs = pack(_refs(7), {}, max_documents=3, max_bytes=1000)
+    assert _task_ids(packs) == [["t0", "t1", "t2"], ["t3", "t4", "t5"], ["t6"]]
+
+
+def test_executions_are_cut_by_stored_size_and_a_large_document_goes_alone() -> None:
+    sizes = {"t0": 400, "t1": 400, "t2": 5000, "t3": 300, "t4": 300, "t5": 300}
+    packs = pack(_refs(6), sizes, max_documents=10, max_bytes=1000)
+    assert _task_ids(packs) == [["t0", "t1"], ["t2"], ["t3", "t4", "t5"]]
+
+
+def test_nothing_pending_starts_nothing() -> None:
+    assert pack([], {}) == []
