@@ -1,18 +1,54 @@
-"""Fixed-window counters in DynamoDB: atomic, so a limit holds under concurrent calls."""
+"""Fixed-window counters in DynamoDB: atomic, so a limit holds under concurrent calls.
+
+Rate limits (`hit_all`) are counted with leases: a process claims a share of a limit's window in
+one conditional write (`lease_size`: 1/20 of the limit, at most 50 calls) and spends it locally,
+so most calls cost no round trip, and the count in DynamoDB never passes the limit. Small limits
+(under 40 a minute) lease one call at a time, so they stay exact. What a lease leaves unspent at
+the end of its window is lost: with many warm processes, a caller may be refused up to 1/20 of
+its limit early per process holding a lease. Once a window's limit is reached, this process
+refuses further calls in that window without asking again (counts only grow within a window).
+"""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from citegate.errors import RateLimited
 from citegate.store.dynamo import cancellation_reasons, is_conditional_failure
 
+LEASE_SHARE = 20  # a lease is at most 1/LEASE_SHARE of the limit ...
+LEASE_MAX = 50  # ... and at most this many calls
+
+
+def lease_size(limit: int) -> int:
+    """How many calls one claim counts for a limit (1 keeps small limits exact)."""
+    return max(1, min(LEASE_MAX, limit // LEASE_SHARE))
+
+
+class _NoRoom(Exception):
+    """A claim that would pass `key`'s limit: nothing of the claim was counted."""
+
+    def __init__(self, key: str, limit: int) -> None:
+        super().__init__(f"no room under {limit} for {key}")
+        self.key, self.limit = key, limit
+
+
+@dataclass
+class _Lease:
+    window: int
+    remaining: int = 0  # claimed in DynamoDB, not yet spent by this process
+    exhausted: bool = False  # the window's limit was reached
+
 
 class Counters:
     def __init__(self, table: Any) -> None:
         self._table = table
+        self._leases: dict[tuple[str, int], _Lease] = {}
+        self._lock = threading.Lock()
 
     @staticmethod
     def _window(window_seconds: int) -> tuple[int, int]:
@@ -57,17 +93,87 @@ class Counters:
         return int(response["Attributes"]["count"])
 
     def hit_all(self, limits: Sequence[tuple[str, int]], window_seconds: int = 60) -> None:
-        """Count one call against every (key, limit) at once, or none of them when any is reached:
-        one round trip (a transaction) instead of one per key, and a refused call spends nothing."""
+        """Count one call against every (key, limit), or against none of them when any is reached
+        (a refused call spends nothing). Calls are spent from this process's leases; keys without
+        one are claimed together in one round trip (see the module's docstring)."""
         if not limits:
             return
-        if len(limits) == 1:
-            self.hit(*limits[0], window_seconds=window_seconds)
-            return
         window, retry_after = self._window(window_seconds)
+        reserved, short = self._reserve(limits, window, window_seconds, retry_after)
+        if not short:
+            return
+        claims = [(key, limit, lease_size(limit)) for key, limit in short]
+        try:
+            try:
+                self._claim(claims, window, window_seconds)
+            except _NoRoom:
+                if all(amount == 1 for _, _, amount in claims):
+                    raise
+                # Not room for whole leases: the limit's last calls are claimed one at a time.
+                claims = [(key, limit, 1) for key, limit, _ in claims]
+                self._claim(claims, window, window_seconds)
+        except _NoRoom as refused:
+            with self._lock:
+                for key in reserved:  # given back: the refused call spends nothing
+                    self._lease(key, window, window_seconds).remaining += 1
+                self._lease(refused.key, window, window_seconds).exhausted = True
+            raise self._limited(refused.key, refused.limit, window_seconds, retry_after) from refused
+        except Exception:
+            with self._lock:
+                for key in reserved:
+                    self._lease(key, window, window_seconds).remaining += 1
+            raise
+        with self._lock:
+            for key, _, amount in claims:
+                self._lease(key, window, window_seconds).remaining += amount - 1  # one is this call's
+
+    def _lease(self, key: str, window: int, window_seconds: int) -> _Lease:
+        """This process's lease on `key` for `window` (a lease of an earlier window is dropped)."""
+        lease = self._leases.get((key, window_seconds))
+        if lease is None or lease.window != window:
+            lease = self._leases[(key, window_seconds)] = _Lease(window)
+        return lease
+
+    def _reserve(
+        self, limits: Sequence[tuple[str, int]], window: int, window_seconds: int, retry_after: int
+    ) -> tuple[list[str], list[tuple[str, int]]]:
+        """Spend one leased call per key that has one; returns those keys and the ones to claim.
+        Refuses at once a key whose limit this process saw reached in this window."""
+        with self._lock:
+            for key, limit in limits:
+                if self._lease(key, window, window_seconds).exhausted:
+                    raise self._limited(key, limit, window_seconds, retry_after)
+            reserved: list[str] = []
+            short: list[tuple[str, int]] = []
+            for key, limit in limits:
+                lease = self._lease(key, window, window_seconds)
+                if lease.remaining > 0:
+                    lease.remaining -= 1
+                    reserved.append(key)
+                else:
+                    short.append((key, limit))
+            return reserved, short
+
+    def _claim(self, claims: Sequence[tuple[str, int, int]], window: int, window_seconds: int) -> None:
+        """Count every (key, limit, amount) in one round trip, or raise _NoRoom for the first key
+        whose limit has no room; then nothing was counted."""
+        if len(claims) == 1:
+            key, limit, amount = claims[0]
+            try:
+                self._table.update_item(**self._update(key, limit, window, window_seconds, amount))
+            except Exception as error:
+                if is_conditional_failure(error):
+                    raise _NoRoom(key, limit) from error
+                raise
+            return
         actions = [
-            {"Update": {"TableName": self._table.name, **self._update(key, limit, window, window_seconds, 1)}}
-            for key, limit in limits
+            {
+                "Update": {
+                    "TableName": self._table.name,
+                    **self._update(key, limit, window, window_seconds, amount),
+                }
+            }
+            for key, limit, amount in claims
         ]
         try:
             self._table.meta.client.transact_write_items(TransactItems=actions)
@@ -75,8 +181,8 @@ class Counters:
             reasons = cancellation_reasons(error)
             if reasons is None or "ConditionalCheckFailed" not in reasons:
                 raise
-            key, limit = limits[reasons.index("ConditionalCheckFailed")]
-            raise self._limited(key, limit, window_seconds, retry_after) from error
+            key, limit, _ = claims[reasons.index("ConditionalCheckFailed")]
+            raise _NoRoom(key, limit) from error
 
     def current(self, key: str, window_seconds: int) -> int:
         window, _ = self._window(window_seconds)

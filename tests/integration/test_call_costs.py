@@ -1,6 +1,7 @@
-"""What a governed call costs in DynamoDB: several rate limits are counted in one transaction, so
-a call refused by one limit spends nothing of the others; policies and knowledge bases are checked
-from recent copies, so a read pays a transaction and its audit record."""
+"""What a governed call costs in DynamoDB. Rate limits are spent from leases this process claims
+(several keys in one transaction, so a call refused by one limit spends nothing of the others);
+policies and knowledge bases are checked from recent copies. So a read pays its audit record, and
+now and then a lease claim."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from citegate.errors import RateLimited
-from citegate.ratelimit import Counters
+from citegate.ratelimit import LEASE_MAX, Counters, lease_size
 
 # A day-long window, so that no test straddles two windows on a slow machine.
 DAY = 86_400
@@ -48,14 +49,9 @@ def test_one_limit_is_a_plain_conditional_update(counters: Counters) -> None:
     assert counters.current(key, DAY) == 1
 
 
-def test_a_governed_read_costs_two_dynamodb_round_trips(
-    client: Any, kb: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Policy and knowledge base are read from this process's recent copies; the rate-limit counters
-    are one transaction; the audit record is one write. Every call pays those two, and no more."""
+def _counting_dynamodb_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import botocore.client
 
-    client.post(f"/v1/kb/{kb}/retrieve", json={"query": "warm the caches"}).raise_for_status()
     calls: list[str] = []
     original = botocore.client.BaseClient._make_api_call
 
@@ -65,9 +61,97 @@ def test_a_governed_read_costs_two_dynamodb_round_trips(
         return original(self, operation, params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counting)
-    response = client.post(f"/v1/kb/{kb}/retrieve", json={"query": "what does the gateway cost"})
-    assert response.status_code == 200, response.text
-    assert sorted(calls) == ["PutItem", "TransactWriteItems"], calls
+    return calls
+
+
+def test_lease_sizes_keep_small_limits_exact() -> None:
+    assert [lease_size(n) for n in (1, 30, 39, 40, 120, 600, 1_000_000)] == [1, 1, 1, 2, 6, 30, LEASE_MAX]
+
+
+def test_a_lease_is_claimed_once_and_spent_locally(
+    counters: Counters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user, ip = f"user-{uuid.uuid4().hex}", f"ip-{uuid.uuid4().hex}"
+    calls = _counting_dynamodb_calls(monkeypatch)
+    for _ in range(25):
+        counters.hit_all([(user, 200), (ip, 1000)], DAY)  # leases of 10 and 50 calls
+    # Claims: both keys at once, then the user's key alone at calls 11 and 21.
+    assert calls == ["TransactWriteItems", "UpdateItem", "UpdateItem"]
+    assert counters.current(user, DAY) == 30 and counters.current(ip, DAY) == 50
+    # Another process sees what is claimed, never more than the limit allows.
+    other = Counters(counters._table)
+    other.hit_all([(user, 200)], DAY)
+    assert counters.current(user, DAY) == 40
+
+
+def test_the_last_calls_under_a_limit_are_claimed_one_by_one(counters: Counters) -> None:
+    key = f"tight-{uuid.uuid4().hex}"
+    elsewhere = Counters(counters._table)
+    for _ in range(95):  # another process spends most of the limit, a call at a time
+        elsewhere.hit(key, 100, DAY)
+    for _ in range(5):  # no room for a lease of 5: each of the last five is claimed alone
+        counters.hit_all([(key, 100)], DAY)
+    with pytest.raises(RateLimited):
+        counters.hit_all([(key, 100)], DAY)
+    assert counters.current(key, DAY) == 100
+
+
+def test_a_refused_window_is_refused_here_without_asking_again(
+    counters: Counters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key, ip = f"spent-{uuid.uuid4().hex}", f"ip-{uuid.uuid4().hex}"
+    counters.hit_all([(key, 1), (ip, 1000)], DAY)
+    with pytest.raises(RateLimited):
+        counters.hit_all([(key, 1), (ip, 1000)], DAY)
+    calls = _counting_dynamodb_calls(monkeypatch)
+    with pytest.raises(RateLimited) as refused:
+        counters.hit_all([(key, 1), (ip, 1000)], DAY)
+    assert calls == [] and key in str(refused.value)
+    # The refused calls gave back what they had taken from the ip's lease.
+    assert counters.current(ip, DAY) == lease_size(1000)
+
+
+def test_concurrent_calls_never_pass_the_limit(counters: Counters) -> None:
+    import threading
+
+    key = f"busy-{uuid.uuid4().hex}"
+    processes = [Counters(counters._table) for _ in range(3)]  # three warm Lambda containers
+    admitted: list[int] = []
+    lock = threading.Lock()
+
+    def caller(n: int) -> None:
+        for _ in range(40):
+            try:
+                processes[n % 3].hit_all([(key, 100)], DAY)
+            except RateLimited:
+                continue
+            with lock:
+                admitted.append(n)
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # 240 attempts against a limit of 100: never more admitted than counted, never past the limit.
+    assert counters.current(key, DAY) <= 100
+    assert 100 - 3 * lease_size(100) <= len(admitted) <= counters.current(key, DAY)
+
+
+def test_a_governed_read_costs_one_dynamodb_round_trip(
+    client: Any, kb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Policy and knowledge base are read from this process's recent copies, the rate limits are
+    spent from leases: the audit record is the one write a read pays, but for a lease claim every
+    few calls (see citegate.ratelimit)."""
+    client.post(f"/v1/kb/{kb}/retrieve", json={"query": "warm the caches"}).raise_for_status()
+    calls = _counting_dynamodb_calls(monkeypatch)
+    for n in range(5):
+        response = client.post(f"/v1/kb/{kb}/retrieve", json={"query": f"what does the gateway cost {n}"})
+        assert response.status_code == 200, response.text
+    assert calls.count("PutItem") == 5
+    claims = [c for c in calls if c != "PutItem"]
+    assert set(claims) <= {"UpdateItem", "TransactWriteItems"} and len(claims) <= 2, calls
 
 
 def test_read_calls_check_a_recent_copy_of_the_knowledge_base(stack: Any, kb: str) -> None:
