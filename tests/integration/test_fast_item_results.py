@@ -5,7 +5,8 @@ byte what the model's way answers, for every attribute type, so the shortcut cha
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -16,22 +17,23 @@ from boto3.dynamodb.types import Binary
 from citegate.local.aws_endpoint import FAST_ITEM_OPERATIONS, EmbeddedAws
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[EmbeddedAws]:
-    aws = EmbeddedAws(None)
-    aws.start()
-    yield aws
-    aws.stop()
+@pytest.fixture
+def endpoint(stack: Any) -> EmbeddedAws:
+    """The local stack's endpoint (moto's backends are process-wide: a second endpoint's reset
+    would empty the stack's tables too)."""
+    aws: EmbeddedAws = stack.aws
+    return aws
+
+
+LOCAL = {"region_name": "us-east-1", "aws_access_key_id": "test", "aws_secret_access_key": "test"}
 
 
 def _client(endpoint: EmbeddedAws, service: str) -> Any:
-    return boto3.client(
-        service,
-        endpoint_url=endpoint.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    return boto3.client(service, endpoint_url=endpoint.endpoint_url, **LOCAL)
+
+
+def _resource(endpoint: EmbeddedAws) -> Any:
+    return boto3.resource("dynamodb", endpoint_url=endpoint.endpoint_url, **LOCAL)
 
 
 EVERY_TYPE = {
@@ -129,14 +131,7 @@ def _by_model() -> Callable[[], None]:
 
 
 def test_item_results_are_the_same_either_way(endpoint: EmbeddedAws) -> None:
-    dynamodb = _client(endpoint, "dynamodb")
-    resource = boto3.resource(
-        "dynamodb",
-        endpoint_url=endpoint.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    dynamodb, resource = _client(endpoint, "dynamodb"), _resource(endpoint)
     from moto.dynamodb.responses import DynamoResult
 
     written_by_model: list[str] = []
@@ -147,25 +142,16 @@ def test_item_results_are_the_same_either_way(endpoint: EmbeddedAws) -> None:
         return by_model(result, context)
 
     DynamoResult.execute_result.by_model = counting  # type: ignore[attr-defined]
+    table = f"fast-{uuid.uuid4().hex[:8]}"
     try:
-        fast = _scenario("fast", dynamodb, resource)
+        fast = _scenario(table, dynamodb, resource)
     finally:
         DynamoResult.execute_result.by_model = by_model  # type: ignore[attr-defined]
     # Every item result took the shortcut (a fallback would make the comparison below moot).
     assert not FAST_ITEM_OPERATIONS & set(written_by_model)
     restore = _by_model()
     try:
-        dynamodb, resource = (
-            _client(endpoint, "dynamodb"),
-            boto3.resource(
-                "dynamodb",
-                endpoint_url=endpoint.endpoint_url,
-                region_name="us-east-1",
-                aws_access_key_id="test",
-                aws_secret_access_key="test",
-            ),
-        )
-        model_way = _scenario("fast", dynamodb, resource)
+        model_way = _scenario(table, _client(endpoint, "dynamodb"), _resource(endpoint))
     finally:
         restore()
     assert [name for name, _ in fast] == [name for name, _ in model_way]
@@ -176,13 +162,14 @@ def test_item_results_are_the_same_either_way(endpoint: EmbeddedAws) -> None:
 
 def test_results_that_are_not_plain_data_still_go_the_model_way(endpoint: EmbeddedAws) -> None:
     dynamodb = _client(endpoint, "dynamodb")
+    name = f"described-{uuid.uuid4().hex[:8]}"
     dynamodb.create_table(
-        TableName="described",
+        TableName=name,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
     # DescribeTable carries a timestamp: written by the model, parsed by botocore as a datetime.
-    description = dynamodb.describe_table(TableName="described")["Table"]
+    description = dynamodb.describe_table(TableName=name)["Table"]
     assert description["CreationDateTime"].year >= 2024
-    dynamodb.delete_table(TableName="described")
+    dynamodb.delete_table(TableName=name)
