@@ -1,12 +1,14 @@
 """Fixed-window counters in DynamoDB: atomic, so a limit holds under concurrent calls.
 
 Rate limits (`hit_all`) are counted with leases: a process claims a share of a limit's window in
-one conditional write (`lease_size`: 1/20 of the limit, at most 50 calls) and spends it locally,
-so most calls cost no round trip, and the count in DynamoDB never passes the limit. Small limits
-(under 40 a minute) lease one call at a time, so they stay exact. What a lease leaves unspent at
-the end of its window is lost: with many warm processes, a caller may be refused up to 1/20 of
-its limit early per process holding a lease. Once a window's limit is reached, this process
-refuses further calls in that window without asking again (counts only grow within a window).
+one conditional write and spends it locally, so most calls cost no round trip, and the count in
+DynamoDB never passes the limit. A process's first claim is one call; each claim after doubles,
+up to `lease_size` (1/20 of the limit, at most 50 calls), and a new window starts from half the
+last size. So a short-lived process claims about what it spends, a busy one claims rarely, and
+small limits (under 40 a minute) lease one call at a time and stay exact. What a lease leaves
+unspent at the end of its window is lost: a caller may be refused up to 1/20 of its limit early
+per process holding a lease. Once a window's limit is reached, this process refuses further
+calls in that window without asking again (counts only grow within a window).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class _Lease:
     window: int
     remaining: int = 0  # claimed in DynamoDB, not yet spent by this process
     exhausted: bool = False  # the window's limit was reached
+    claim: int = 1  # the next claim's size (before lease_size caps it)
 
 
 class Counters:
@@ -102,7 +105,11 @@ class Counters:
         reserved, short = self._reserve(limits, window, window_seconds, retry_after)
         if not short:
             return
-        claims = [(key, limit, lease_size(limit)) for key, limit in short]
+        with self._lock:
+            claims = [
+                (key, limit, min(lease_size(limit), self._lease(key, window, window_seconds).claim))
+                for key, limit in short
+            ]
         try:
             try:
                 self._claim(claims, window, window_seconds)
@@ -124,14 +131,18 @@ class Counters:
                     self._lease(key, window, window_seconds).remaining += 1
             raise
         with self._lock:
-            for key, _, amount in claims:
-                self._lease(key, window, window_seconds).remaining += amount - 1  # one is this call's
+            for key, limit, amount in claims:
+                lease = self._lease(key, window, window_seconds)
+                lease.remaining += amount - 1  # one is this call's
+                lease.claim = min(lease_size(limit), amount * 2)
 
     def _lease(self, key: str, window: int, window_seconds: int) -> _Lease:
-        """This process's lease on `key` for `window` (a lease of an earlier window is dropped)."""
+        """This process's lease on `key` for `window`; a lease of an earlier window is dropped, and
+        the new one starts claiming half as much."""
         lease = self._leases.get((key, window_seconds))
         if lease is None or lease.window != window:
-            lease = self._leases[(key, window_seconds)] = _Lease(window)
+            claim = max(1, lease.claim // 2) if lease is not None else 1
+            lease = self._leases[(key, window_seconds)] = _Lease(window, claim=claim)
         return lease
 
     def _reserve(

@@ -64,7 +64,7 @@ def _counting_dynamodb_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def test_lease_sizes_keep_small_limits_exact() -> None:
+def test_lease_caps_keep_small_limits_exact() -> None:
     assert [lease_size(n) for n in (1, 30, 39, 40, 120, 600, 1_000_000)] == [1, 1, 1, 2, 6, 30, LEASE_MAX]
 
 
@@ -74,14 +74,32 @@ def test_a_lease_is_claimed_once_and_spent_locally(
     user, ip = f"user-{uuid.uuid4().hex}", f"ip-{uuid.uuid4().hex}"
     calls = _counting_dynamodb_calls(monkeypatch)
     for _ in range(25):
-        counters.hit_all([(user, 200), (ip, 1000)], DAY)  # leases of 10 and 50 calls
-    # Claims: both keys at once, then the user's key alone at calls 11 and 21.
-    assert calls == ["TransactWriteItems", "UpdateItem", "UpdateItem"]
-    assert counters.current(user, DAY) == 30 and counters.current(ip, DAY) == 50
-    # Another process sees what is claimed, never more than the limit allows.
+        counters.hit_all([(user, 200), (ip, 1000)], DAY)  # leases up to 10 and 50 calls
+    # Claims of 1, 2, 4, 8, then the caps: 10 for the user, 16 for the ip (on its way to 50),
+    # both keys in one transaction at calls 1, 2, 4, 8 and 16; the other 20 calls cost nothing.
+    assert calls == ["TransactWriteItems"] * 5
+    assert counters.current(user, DAY) == 1 + 2 + 4 + 8 + 10
+    assert counters.current(ip, DAY) == 1 + 2 + 4 + 8 + 16
+    # Another process starts with a claim of one call.
     other = Counters(counters._table)
     other.hit_all([(user, 200)], DAY)
-    assert counters.current(user, DAY) == 40
+    assert counters.current(user, DAY) == 26
+
+
+def test_a_new_window_starts_claiming_half_as_much(
+    counters: Counters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import citegate.ratelimit
+
+    key = f"steady-{uuid.uuid4().hex}"
+    now = [1_000_000 * 60.0]
+    monkeypatch.setattr(citegate.ratelimit.time, "time", lambda: now[0])
+    for _ in range(20):
+        counters.hit_all([(key, 6000)], 60)  # claims of 1, 2, 4, 8 and 16: the next would be 32
+    assert counters.current(key, 60) == 31
+    now[0] += 60  # the next window
+    counters.hit_all([(key, 6000)], 60)
+    assert counters.current(key, 60) == 16
 
 
 def test_the_last_calls_under_a_limit_are_claimed_one_by_one(counters: Counters) -> None:
@@ -89,7 +107,7 @@ def test_the_last_calls_under_a_limit_are_claimed_one_by_one(counters: Counters)
     elsewhere = Counters(counters._table)
     for _ in range(95):  # another process spends most of the limit, a call at a time
         elsewhere.hit(key, 100, DAY)
-    for _ in range(5):  # no room for a lease of 5: each of the last five is claimed alone
+    for _ in range(5):  # claims of 1 and 2, then no room for 4 nor 2: the last two one by one
         counters.hit_all([(key, 100)], DAY)
     with pytest.raises(RateLimited):
         counters.hit_all([(key, 100)], DAY)
@@ -107,8 +125,8 @@ def test_a_refused_window_is_refused_here_without_asking_again(
     with pytest.raises(RateLimited) as refused:
         counters.hit_all([(key, 1), (ip, 1000)], DAY)
     assert calls == [] and key in str(refused.value)
-    # The refused calls gave back what they had taken from the ip's lease.
-    assert counters.current(ip, DAY) == lease_size(1000)
+    # The refused calls counted nothing against the ip.
+    assert counters.current(ip, DAY) == 1
 
 
 def test_concurrent_calls_never_pass_the_limit(counters: Counters) -> None:
@@ -142,8 +160,8 @@ def test_a_governed_read_costs_one_dynamodb_round_trip(
     client: Any, kb: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Policy and knowledge base are read from this process's recent copies, the rate limits are
-    spent from leases: the audit record is the one write a read pays, but for a lease claim every
-    few calls (see citegate.ratelimit)."""
+    spent from leases: the audit record is the one write a read pays, but for a lease claim now
+    and then (of 2 calls, then 4, ...; see citegate.ratelimit)."""
     client.post(f"/v1/kb/{kb}/retrieve", json={"query": "warm the caches"}).raise_for_status()
     calls = _counting_dynamodb_calls(monkeypatch)
     for n in range(5):
