@@ -58,8 +58,8 @@ def retrieval_section(runs: list[dict[str, Any]] | None) -> list[str]:
         "In-process is `citegate.retrieval.retrieve` / `ask` (query embedding included); the gateway is",
         "uvicorn on loopback with an httpx client, so it adds the authorizer, the policy check, the",
         "rate limits and the audit record (DynamoDB on the embedded endpoint). Rate limits are spent",
-        "from leases (`citegate.ratelimit`): at the run's limits one call in 50 claims a lease, a",
-        "DynamoDB transaction of about 7 ms that shows at p99, not p95. p50 / p95 / p99 ms.",
+        "from leases (`citegate.ratelimit`): at the run's limits claims grow 1, 2, 4, ... to 50 calls,",
+        "each a DynamoDB transaction of about 7 ms that shows at p99, not p95. p50 / p95 / p99 ms.",
         "",
         "| chunks | embedder | retrieve in-process | retrieve via gateway | gateway overhead "
         "| ask in-process | ask via gateway | retrieve p95 bar |",

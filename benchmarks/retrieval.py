@@ -7,8 +7,8 @@ measures, with the real query embedder:
   - ask in-process (retrieve + parents + the configured answerer),
   - retrieve and ask through the local HTTP gateway (uvicorn on loopback, httpx client), and
     retrieve from 16 concurrent clients (throughput and latency percentiles). The gateway adds what every
-    governed call pays: the authorizer, the policy check, the rate limits (spent from leases; a
-    claim every 50 calls at the run's limits) and the audit record (DynamoDB on the embedded
+    governed call pays: the authorizer, the policy check, the rate limits (spent from leases; claims
+    grow to 50 calls at the run's limits) and the audit record (DynamoDB on the embedded
     endpoint). The per-IP limit is raised for the run, since one address sends everything.
 
     make bench                                   # both sizes, default embedder
