@@ -25,6 +25,10 @@ def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     monkeypatch.setenv("CITEGATE_EMBEDDER", "hashing")
     monkeypatch.setenv("CITEGATE_LOCAL_INGEST_ROOT", str(ingest_root))
     monkeypatch.setenv("CITEGATE_STAGE", "test")
+    # Every call of a worker's whole session comes from the test client's one address, hundreds a
+    # minute: the per-address limit (600/min) would refuse them. Principals' limits still apply;
+    # how limits are counted is tested in test_call_costs.py.
+    monkeypatch.setenv("CITEGATE_IP_RATE_LIMIT", "1000000")
     yield {"data_root": data_root, "ingest_root": ingest_root, "monkeypatch": monkeypatch}
     monkeypatch.undo()
 
