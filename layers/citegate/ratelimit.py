@@ -68,32 +68,22 @@ class Counters:
         )
 
     @staticmethod
-    def _update(key: str, limit: int, window: int, window_seconds: int, amount: int) -> dict[str, Any]:
-        """The conditional ADD that counts `amount` unless it would pass `limit`."""
+    def _count(key: str, window: int, window_seconds: int, amount: int) -> dict[str, Any]:
+        """The ADD that counts `amount` against `key` in `window` (the item expires a window later)."""
         return {
             "Key": {"counter_key": f"{key}#{window}"},
             "UpdateExpression": "ADD #n :amount SET expires_at = if_not_exists(expires_at, :expires)",
-            "ConditionExpression": "attribute_not_exists(#n) OR #n <= :room",
             "ExpressionAttributeNames": {"#n": "count"},
-            "ExpressionAttributeValues": {
-                ":amount": amount,
-                ":room": limit - amount,
-                ":expires": int((window + 2) * window_seconds),
-            },
+            "ExpressionAttributeValues": {":amount": amount, ":expires": int((window + 2) * window_seconds)},
         }
 
-    def hit(self, key: str, limit: int, window_seconds: int = 60, amount: int = 1) -> int:
-        """Count `amount` against `key` in the current window, or raise RateLimited past `limit`."""
-        window, retry_after = self._window(window_seconds)
-        try:
-            response = self._table.update_item(
-                **self._update(key, limit, window, window_seconds, amount), ReturnValues="UPDATED_NEW"
-            )
-        except Exception as error:
-            if is_conditional_failure(error):
-                raise self._limited(key, limit, window_seconds, retry_after) from error
-            raise
-        return int(response["Attributes"]["count"])
+    @classmethod
+    def _update(cls, key: str, limit: int, window: int, window_seconds: int, amount: int) -> dict[str, Any]:
+        """The conditional ADD that counts `amount` unless it would pass `limit`."""
+        update = cls._count(key, window, window_seconds, amount)
+        update["ConditionExpression"] = "attribute_not_exists(#n) OR #n <= :room"
+        update["ExpressionAttributeValues"][":room"] = limit - amount
+        return update
 
     def hit_all(self, limits: Sequence[tuple[str, int]], window_seconds: int = 60) -> None:
         """Count one call against every (key, limit), or against none of them when any is reached
@@ -111,24 +101,15 @@ class Counters:
                 for key, limit in short
             ]
         try:
-            try:
-                self._claim(claims, window, window_seconds)
-            except _NoRoom:
-                if all(amount == 1 for _, _, amount in claims):
-                    raise
-                # Not room for whole leases: the limit's last calls are claimed one at a time.
-                claims = [(key, limit, 1) for key, limit, _ in claims]
-                self._claim(claims, window, window_seconds)
-        except _NoRoom as refused:
+            claims = self._claim_or_last_calls(claims, window, window_seconds)
+        except Exception as error:
             with self._lock:
-                for key in reserved:  # given back: the refused call spends nothing
+                for key in reserved:  # given back: a call that is not made spends nothing
                     self._lease(key, window, window_seconds).remaining += 1
-                self._lease(refused.key, window, window_seconds).exhausted = True
-            raise self._limited(refused.key, refused.limit, window_seconds, retry_after) from refused
-        except Exception:
-            with self._lock:
-                for key in reserved:
-                    self._lease(key, window, window_seconds).remaining += 1
+                if isinstance(error, _NoRoom):
+                    self._lease(error.key, window, window_seconds).exhausted = True
+            if isinstance(error, _NoRoom):
+                raise self._limited(error.key, error.limit, window_seconds, retry_after) from error
             raise
         with self._lock:
             for key, limit, amount in claims:
@@ -164,6 +145,20 @@ class Counters:
                 else:
                     short.append((key, limit))
             return reserved, short
+
+    def _claim_or_last_calls(
+        self, claims: list[tuple[str, int, int]], window: int, window_seconds: int
+    ) -> list[tuple[str, int, int]]:
+        """The claims as made: when whole leases find no room, the limit's last calls are claimed
+        one at a time."""
+        try:
+            self._claim(claims, window, window_seconds)
+        except _NoRoom:
+            if all(amount == 1 for _, _, amount in claims):
+                raise
+            claims = [(key, limit, 1) for key, limit, _ in claims]
+            self._claim(claims, window, window_seconds)
+        return claims
 
     def _claim(self, claims: Sequence[tuple[str, int, int]], window: int, window_seconds: int) -> None:
         """Count every (key, limit, amount) in one round trip, or raise _NoRoom for the first key
@@ -203,9 +198,4 @@ class Counters:
     def add(self, key: str, amount: int, window_seconds: int) -> None:
         """Count without a limit (spent tokens are counted even when they overshoot the budget)."""
         window, _ = self._window(window_seconds)
-        self._table.update_item(
-            Key={"counter_key": f"{key}#{window}"},
-            UpdateExpression="ADD #n :amount SET expires_at = if_not_exists(expires_at, :expires)",
-            ExpressionAttributeNames={"#n": "count"},
-            ExpressionAttributeValues={":amount": amount, ":expires": int((window + 2) * window_seconds)},
-        )
+        self._table.update_item(**self._count(key, window, window_seconds, amount))

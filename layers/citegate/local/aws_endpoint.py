@@ -101,7 +101,7 @@ def _install_fast_item_results() -> None:
     """moto writes every response by walking the operation's output model value by value, about
     1 ms per item read: a third of the local ingestion pipeline's CPU went there. Item results are
     already DynamoDB JSON, so they are dumped as they are; anything that is not plain data (a
-    timestamp, say) still goes the model's way. tests/unit/local/test_fast_item_results.py checks
+    timestamp, say) still goes the model's way. tests/integration/test_fast_item_results.py checks
     that both ways give the same responses."""
     from moto.dynamodb.responses import DynamoResult
 

@@ -18,6 +18,13 @@ from citegate import resources
 from citegate.observability import logger
 
 SWEEP_INTERVAL_SECONDS = 60.0
+# Only numbers expire (as in AWS); the type test first also spares moto comparing a string with a
+# number, which it cannot. `#ttl` is the table's TTL attribute.
+EXPIRED = "attribute_type(#ttl, :number) AND #ttl < :now"
+
+
+def _expired_values(now: int) -> dict[str, Any]:
+    return {":now": {"N": str(now)}, ":number": {"S": "N"}}
 
 
 class TtlSweeper:
@@ -52,12 +59,10 @@ class TtlSweeper:
             names = {f"#k{i}": key for i, key in enumerate(keys)} | {"#ttl": attribute}
             scan: dict[str, Any] = {
                 "TableName": name,
-                "FilterExpression": "attribute_type(#ttl, :number) AND #ttl < :now",
+                "FilterExpression": EXPIRED,
                 "ProjectionExpression": ", ".join(f"#k{i}" for i in range(len(keys))),
                 "ExpressionAttributeNames": names,
-                # Only numbers expire (as in AWS); the type test first also spares moto comparing a
-                # string with a number, which it cannot.
-                "ExpressionAttributeValues": {":now": {"N": str(now)}, ":number": {"S": "N"}},
+                "ExpressionAttributeValues": _expired_values(now),
             }
             while True:
                 page = self._dynamodb.scan(**scan)
@@ -74,9 +79,9 @@ class TtlSweeper:
             self._dynamodb.delete_item(
                 TableName=table,
                 Key=key,
-                ConditionExpression="attribute_type(#ttl, :number) AND #ttl < :now",
+                ConditionExpression=EXPIRED,
                 ExpressionAttributeNames={"#ttl": attribute},
-                ExpressionAttributeValues={":now": {"N": str(now)}, ":number": {"S": "N"}},
+                ExpressionAttributeValues=_expired_values(now),
             )
         except self._dynamodb.exceptions.ConditionalCheckFailedException:
             return 0
