@@ -51,6 +51,7 @@ class Services:
             settings = get_settings()
         self.settings = settings
         self._lock = threading.RLock()
+        self._tables: dict[str, Any] = {}
         if aws is not None:
             self.__dict__["aws"] = aws
         if index is not None:
@@ -60,8 +61,15 @@ class Services:
         if answerer is not None:
             self.__dict__["answerer"] = answerer
 
-    def _table(self, shape: resources.TableShape) -> Any:
-        return self.aws.dynamodb.Table(shape.physical_name(self.settings.stage))
+    def table(self, shape: resources.TableShape) -> Any:
+        """The boto3 Table resource of `shape`, built once: boto3 builds a resource class per
+        call (about a millisecond), and the workflow's steps reach the same tables every batch."""
+        name = shape.physical_name(self.settings.stage)
+        with self._lock:
+            table = self._tables.get(name)
+            if table is None:
+                table = self._tables[name] = self.aws.dynamodb.Table(name)
+        return table
 
     @cached_property
     def aws(self) -> AwsClients:
@@ -73,49 +81,49 @@ class Services:
     def kbs(self) -> KbStore:
         from citegate.store.kbs import KbStore
 
-        return KbStore(self._table(resources.KBS))
+        return KbStore(self.table(resources.KBS))
 
     @cached_property
     def documents(self) -> DocumentStore:
         from citegate.store.documents import DocumentStore
 
-        return DocumentStore(self._table(resources.DOCUMENTS))
+        return DocumentStore(self.table(resources.DOCUMENTS))
 
     @cached_property
     def tasks(self) -> TaskStore:
         from citegate.store.tasks import TaskStore
 
-        return TaskStore(self._table(resources.TASKS))
+        return TaskStore(self.table(resources.TASKS))
 
     @cached_property
     def parents(self) -> ParentStore:
         from citegate.store.parents import ParentStore
 
-        return ParentStore(self._table(resources.PARENTS))
+        return ParentStore(self.table(resources.PARENTS))
 
     @cached_property
     def policies(self) -> PolicyStore:
         from citegate.policy.store import PolicyStore
 
-        return PolicyStore(self._table(resources.POLICIES), self._table(resources.CREDENTIALS))
+        return PolicyStore(self.table(resources.POLICIES), self.table(resources.CREDENTIALS))
 
     @cached_property
     def audit(self) -> AuditLog:
         from citegate.audit import AuditLog
 
-        return AuditLog(self._table(resources.AUDIT))
+        return AuditLog(self.table(resources.AUDIT))
 
     @cached_property
     def counters(self) -> Counters:
         from citegate.ratelimit import Counters
 
-        return Counters(self._table(resources.COUNTERS))
+        return Counters(self.table(resources.COUNTERS))
 
     @cached_property
     def sessions(self) -> SessionStore:
         from citegate.sessions import SessionStore
 
-        return SessionStore(self._table(resources.SESSIONS))
+        return SessionStore(self.table(resources.SESSIONS))
 
     @cached_property
     def feedback(self) -> FeedbackService:
@@ -133,7 +141,7 @@ class Services:
         return WebService(
             config,
             counters=self.counters,
-            cache=WebCache(self._table(resources.WEB_CACHE)),
+            cache=WebCache(self.table(resources.WEB_CACHE)),
             provider=make_provider(config.search_provider, config.search_base_url, config.search_api_key),
         )
 
@@ -178,7 +186,7 @@ class Services:
             openai_model=s.embedding_model,
             dimension=s.embedding_dimension,
         )
-        return CachedEmbedder(inner, DynamoEmbeddingCache(self._table(resources.EMBEDDINGS)))
+        return CachedEmbedder(inner, DynamoEmbeddingCache(self.table(resources.EMBEDDINGS)))
 
     @cached_property
     def index(self) -> SearchIndex:
@@ -237,7 +245,7 @@ class Services:
     def chats(self) -> ChatStore:
         from citegate.chats.store import ChatStore
 
-        return ChatStore(self._table(resources.CHATS))
+        return ChatStore(self.table(resources.CHATS))
 
     @cached_property
     def ingestion(self) -> IngestionService:

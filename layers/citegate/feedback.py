@@ -780,7 +780,7 @@ def build_feedback_service(s: Services) -> FeedbackService:
         return session.client("dynamodb", config=config)
 
     return FeedbackService(
-        FeedbackStore(s._table(resources.FEEDBACK)),
+        FeedbackStore(s.table(resources.FEEDBACK)),
         idempotency_table=resources.IDEMPOTENCY.physical_name(s.settings.stage),
         dynamodb_client=dynamodb_client,
     )

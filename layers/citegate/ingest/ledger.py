@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from citegate.container import Services
 
 
-def _table(s: Services, shape: resources.TableShape) -> Any:
-    return s.aws.dynamodb.Table(shape.physical_name(s.settings.stage))
-
-
 def _batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Items by key, 100 per request, strongly consistent (a step must see the latest task and
     document), retrying what DynamoDB leaves unprocessed."""
@@ -43,7 +39,7 @@ def _batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def find_tasks(s: Services, task_ids: Iterable[str]) -> dict[str, Task]:
     keys = [{"task_id": t} for t in dict.fromkeys(task_ids)]
-    items = _batch_get(_table(s, resources.TASKS), keys) if keys else []
+    items = _batch_get(s.table(resources.TASKS), keys) if keys else []
     return {str(item["task_id"]): Task.model_validate(from_item(item)) for item in items}
 
 
@@ -55,7 +51,7 @@ def update_tasks(s: Services, changes: dict[str, dict[str, Any]], *, reopen: boo
     changed. Missing tasks are skipped, and so are finished ones unless `reopen`."""
     if not changes:
         return set()
-    table = _table(s, resources.TASKS)
+    table = s.table(resources.TASKS)
     items = {str(i["task_id"]): i for i in _batch_get(table, [{"task_id": t} for t in changes])}
     now = utc_now()
     changed: set[str] = set()
@@ -76,7 +72,7 @@ def update_tasks(s: Services, changes: dict[str, dict[str, Any]], *, reopen: boo
 
 def find_documents(s: Services, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentRecord]:
     unique = [{"kb_id": kb, "document_id": doc} for kb, doc in dict.fromkeys(keys)]
-    items = _batch_get(_table(s, resources.DOCUMENTS), unique) if unique else []
+    items = _batch_get(s.table(resources.DOCUMENTS), unique) if unique else []
     records = [DocumentRecord.model_validate(from_item(item)) for item in items]
     return {(r.kb_id, r.document_id): r for r in records}
 
@@ -87,7 +83,7 @@ def replace_parents(
     """`ParentStore.replace` for a whole batch: one query per document that was indexed before
     finds its stale parents (documents in `new` have none), then one BatchWriteItem per 25 writes
     puts and deletes them for every document together."""
-    table = _table(s, resources.PARENTS)
+    table = s.table(resources.PARENTS)
     writes: list[tuple[str, dict[str, Any]]] = []
     for (kb_id, document_id), parents in parents_by_document.items():
         key = doc_key(kb_id, document_id)

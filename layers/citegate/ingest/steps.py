@@ -70,7 +70,9 @@ def parse(s: Services, event: StepEvent) -> StepEvent:
 
     state = BatchState.model_validate(event)
     records = _records(s, state)
-    # Tasks an earlier delivery finished are left out: there is nothing to redo.
+    # Tasks an earlier delivery finished are left out: there is nothing to redo. Only the task says
+    # running: the document record stays queued until finalize, one conditional write per
+    # document fewer (DocumentRecord.status).
     running = ledger.update_tasks(s, {d.task_id: {"status": "running"} for d in state.documents})
     parsed: dict[str, Any] = {}
     going: list[DocumentRef] = []
@@ -81,9 +83,6 @@ def parse(s: Services, event: StepEvent) -> StepEvent:
         if isinstance(record, str):
             state.fail(document, record)
             continue
-        s.documents.update_if_current(
-            document.kb_id, document.document_id, document.task_id, {"status": "running"}
-        )
         try:
             data = s.blobs.get(record.raw_key)
         except Exception as error:

@@ -82,6 +82,8 @@ class DocumentRecord(BaseModel):
     size_bytes: int = 0
     content_sha256: str = ""
     raw_key: str = ""
+    # queued until its latest ingestion (task_id) finishes: the task says when it is running.
+    # "running" is only read back from records written before the workflow stopped setting it.
     status: Literal["queued", "running", "indexed", "failed"] = "queued"
     task_id: str = ""
     counts: TaskCounts = Field(default_factory=TaskCounts)
