@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -35,3 +36,20 @@ def normalise_rows(matrix: npt.NDArray[np.floating]) -> Matrix:
     norms[norms == 0] = 1.0
     normalised: Matrix = (m / norms).astype(np.float32, copy=False)
     return normalised
+
+
+class LoadedModel:
+    """A local model loaded once per process, and the locks that share it.
+
+    `lock` serialises calls into the model: a call already uses every core it was given, so two at
+    once only oversubscribe them. It is released between the batches of a document call, so a
+    query waits for one batch, not a whole ingestion. `documents` is held for a whole document
+    call: concurrent ingestion batches are embedded one after the other, not round-robin, so each
+    batch's index and finalize steps overlap the next one's embedding instead of all landing at
+    the end (benchmarks/ingestion.py).
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.lock = threading.Lock()
+        self.documents = threading.Lock()

