@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 import numpy as np
@@ -43,13 +44,19 @@ class LoadedModel:
 
     `lock` serialises calls into the model: a call already uses every core it was given, so two at
     once only oversubscribe them. It is released between the batches of a document call, so a
-    query waits for one batch, not a whole ingestion. `documents` is held for a whole document
-    call: concurrent ingestion batches are embedded one after the other, not round-robin, so each
-    batch's index and finalize steps overlap the next one's embedding instead of all landing at
-    the end (benchmarks/ingestion.py).
+    query waits for one batch, not a whole ingestion. `documents` is held for a whole call of
+    several batches: concurrent ingestion batches are embedded one after the other, not
+    round-robin, so each batch's index and finalize steps overlap the next one's embedding instead
+    of all landing at the end (benchmarks/ingestion.py).
     """
 
     def __init__(self, model: Any) -> None:
         self.model = model
         self.lock = threading.Lock()
         self.documents = threading.Lock()
+
+    def whole_call(self, batches: int) -> AbstractContextManager[Any]:
+        """What a document call of `batches` batches holds throughout: `documents` when it has
+        several; a one-batch call (the ask path's few sentences) waits, like a query, only for the
+        batch in progress."""
+        return self.documents if batches > 1 else nullcontext()

@@ -89,6 +89,39 @@ def test_concurrent_document_calls_run_one_after_the_other(
     assert order == ["A0", "A1", "A2", "B0", "B1", "B2"]
 
 
+def test_a_one_batch_call_waits_only_for_the_batch_in_progress(
+    use: UniversalSentenceEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ask path embeds a few sentences with embed_documents: during an ingestion it must not
+    wait for the whole ingestion call, only for its current batch, as a query does."""
+    backend = use._get().model._backend
+    order: list[str] = []
+    first_batch, small_waiting = threading.Event(), threading.Event()
+    encode = backend.encode
+
+    def recording(texts: list[str]) -> Matrix:
+        order.append(texts[0].split()[0])
+        if texts[0].startswith("A0"):
+            first_batch.set()
+            small_waiting.wait(5)
+        return encode(texts)
+
+    monkeypatch.setattr(backend, "encode", recording)
+    clean = use_module._clean
+    monkeypatch.setattr(use_module, "_clean", lambda t: (time.sleep(0.02 * t.startswith("A")), clean(t))[1])
+    embedder = UniversalSentenceEncoder(threads=2, batch_size=2)
+    a = threading.Thread(target=embedder.embed_documents, args=([f"A{i} text" for i in range(6)],))
+    s = threading.Thread(target=embedder.embed_documents, args=(["S0 sentence", "S1 sentence"],))
+    a.start()
+    first_batch.wait(5)
+    s.start()
+    time.sleep(0.05)  # S is waiting for the model
+    small_waiting.set()
+    for thread in (a, s):
+        thread.join(10)
+    assert order == ["A0", "S0", "A2", "A4"]
+
+
 def test_empty_input(use: UniversalSentenceEncoder) -> None:
     assert use.embed_documents([]).shape == (0, 512)
 
