@@ -55,8 +55,8 @@ class LoadedModel:
         self.lock = threading.Lock()
         self.documents = threading.Lock()
 
-    def whole_call(self, batches: int) -> AbstractContextManager[Any]:
-        """What a document call of `batches` batches holds throughout: `documents` when it has
-        several; a one-batch call (the ask path's few sentences) waits, like a query, only for the
-        batch in progress."""
-        return self.documents if batches > 1 else nullcontext()
+    def whole_call(self, texts: int, batch_size: int) -> AbstractContextManager[Any]:
+        """What a document call of `texts` texts holds throughout: `documents` when it takes
+        several batches; a one-batch call (the ask path's few sentences) waits, like a query, only
+        for the batch in progress."""
+        return self.documents if texts > batch_size else nullcontext()

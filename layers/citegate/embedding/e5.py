@@ -141,7 +141,7 @@ class MultilingualE5Small:
         if not texts:
             return out
         loaded = self._get()
-        with loaded.whole_call((len(texts) + self.batch_size - 1) // self.batch_size):
+        with loaded.whole_call(len(texts), self.batch_size):
             for start in range(0, len(texts), self.batch_size):
                 batch = [_clean(t) for t in texts[start : start + self.batch_size]]
                 with loaded.lock:

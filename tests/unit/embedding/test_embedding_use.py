@@ -55,37 +55,52 @@ def test_a_query_runs_on_one_blas_thread_and_batches_keep_theirs(
     assert backend.threads == 2
 
 
-def test_concurrent_document_calls_run_one_after_the_other(
-    use: UniversalSentenceEncoder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Two ingestion batches at once: the first is embedded whole before the second starts, so it
-    can be indexed while the second embeds (round-robin would finish both at the end)."""
+def _batches_when_a_call_arrives_during_another(
+    use: UniversalSentenceEncoder,
+    monkeypatch: pytest.MonkeyPatch,
+    batch_size: int,
+    a_texts: int,
+    other: list[str],
+) -> list[str]:
+    """Call A embeds `a_texts` texts ("A0 text", ...); the `other` call arrives during A's first
+    batch. Returns the first word of every batch's first text, in the order the model ran them.
+    A pauses between its batches, so without a lock held for its whole call the other takes its
+    turn."""
     backend = use._get().model._backend
     order: list[str] = []
-    first_batch, second_waiting = threading.Event(), threading.Event()
+    first_batch, other_waiting = threading.Event(), threading.Event()
     encode = backend.encode
 
     def recording(texts: list[str]) -> Matrix:
         order.append(texts[0].split()[0])
         if texts[0].startswith("A0"):
             first_batch.set()
-            second_waiting.wait(5)  # B arrives during A's first batch
+            other_waiting.wait(5)
         return encode(texts)
 
     monkeypatch.setattr(backend, "encode", recording)
     clean = use_module._clean
-    # A pauses between its batches: without a lock held for the whole call, B would take its turn.
     monkeypatch.setattr(use_module, "_clean", lambda t: (time.sleep(0.02 * t.startswith("A")), clean(t))[1])
-    small = UniversalSentenceEncoder(threads=2, batch_size=1)  # one batch per text
-    a = threading.Thread(target=small.embed_documents, args=([f"A{i} text" for i in range(3)],))
-    b = threading.Thread(target=small.embed_documents, args=([f"B{i} text" for i in range(3)],))
+    embedder = UniversalSentenceEncoder(threads=2, batch_size=batch_size)
+    a = threading.Thread(target=embedder.embed_documents, args=([f"A{i} text" for i in range(a_texts)],))
+    b = threading.Thread(target=embedder.embed_documents, args=(other,))
     a.start()
     first_batch.wait(5)
     b.start()
-    time.sleep(0.05)  # B is now waiting
-    second_waiting.set()
+    time.sleep(0.05)  # the other call is now waiting
+    other_waiting.set()
     for thread in (a, b):
         thread.join(10)
+    return order
+
+
+def test_concurrent_document_calls_run_one_after_the_other(
+    use: UniversalSentenceEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ingestion batches at once: the first is embedded whole before the second starts, so it
+    can be indexed while the second embeds (round-robin would finish both at the end)."""
+    other = [f"B{i} text" for i in range(3)]
+    order = _batches_when_a_call_arrives_during_another(use, monkeypatch, 1, 3, other)
     assert order == ["A0", "A1", "A2", "B0", "B1", "B2"]
 
 
@@ -94,31 +109,9 @@ def test_a_one_batch_call_waits_only_for_the_batch_in_progress(
 ) -> None:
     """The ask path embeds a few sentences with embed_documents: during an ingestion it must not
     wait for the whole ingestion call, only for its current batch, as a query does."""
-    backend = use._get().model._backend
-    order: list[str] = []
-    first_batch, small_waiting = threading.Event(), threading.Event()
-    encode = backend.encode
-
-    def recording(texts: list[str]) -> Matrix:
-        order.append(texts[0].split()[0])
-        if texts[0].startswith("A0"):
-            first_batch.set()
-            small_waiting.wait(5)
-        return encode(texts)
-
-    monkeypatch.setattr(backend, "encode", recording)
-    clean = use_module._clean
-    monkeypatch.setattr(use_module, "_clean", lambda t: (time.sleep(0.02 * t.startswith("A")), clean(t))[1])
-    embedder = UniversalSentenceEncoder(threads=2, batch_size=2)
-    a = threading.Thread(target=embedder.embed_documents, args=([f"A{i} text" for i in range(6)],))
-    s = threading.Thread(target=embedder.embed_documents, args=(["S0 sentence", "S1 sentence"],))
-    a.start()
-    first_batch.wait(5)
-    s.start()
-    time.sleep(0.05)  # S is waiting for the model
-    small_waiting.set()
-    for thread in (a, s):
-        thread.join(10)
+    order = _batches_when_a_call_arrives_during_another(
+        use, monkeypatch, 2, 6, ["S0 sentence", "S1 sentence"]
+    )
     assert order == ["A0", "S0", "A2", "A4"]
 
 
