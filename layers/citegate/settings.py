@@ -95,6 +95,10 @@ class Settings(BaseModel):
     # `file_path` ingestion is local-only and confined to this folder (unset: refused).
     local_ingest_root: Path | None = Field(None, alias="CITEGATE_LOCAL_INGEST_ROOT")
     upload_url_ttl_seconds: int = Field(900, alias="CITEGATE_UPLOAD_URL_TTL")
+    # Per-document S3 and DynamoDB calls an ingestion step makes at once. Unset: 8 on AWS, where
+    # each call waits on the network; 1 locally, where the embedded endpoint serves the calls in
+    # this same process and concurrent ones only take turns for the GIL (measured slower).
+    ingest_io_concurrency: int | None = Field(None, ge=1, le=32, alias="CITEGATE_INGEST_IO_CONCURRENCY")
 
     # Embedding: "use" (offline default), "e5" (offline, better, slower), "openai" (endpoint).
     embedder: Literal["use", "e5", "openai", "hashing"] = Field("use", alias="CITEGATE_EMBEDDER")
@@ -136,6 +140,10 @@ class Settings(BaseModel):
     @property
     def local_runtime(self) -> bool:
         return self.runtime == "local"
+
+    @property
+    def ingest_calls_at_once(self) -> int:
+        return self.ingest_io_concurrency or (1 if self.local_runtime else 8)
 
     @property
     def index_dir(self) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 import uuid
 from typing import Any
@@ -327,3 +328,57 @@ def test_reingesting_with_fewer_sections_leaves_no_stale_parent(
     second = ingest(client, kb, text=sections[0], source_name="sections.md")
     assert second["status"] == "succeeded" and second["counts"]["parents"] == 1
     assert len(s.parents.list(kb, first["document_id"])) == 1
+
+
+def test_on_aws_a_step_reads_and_updates_documents_several_at_once(
+    client: TestClient, kb: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On AWS each per-document call waits on the network, so parse reads raw files and finalize
+    updates records several at once; outcomes still come back per document, in order."""
+    s = stack.services
+    done = [ingest(client, kb, text=f"Read me {i}. " * 60, source_name=f"many{i}.txt") for i in range(5)]
+    refs = [_reopen(s, kb, t["document_id"]) for t in done]
+    s.aws.s3.delete_object(Bucket=s.bucket, Key=s.documents.get(kb, refs[2].document_id).raw_key)
+    monkeypatch.setattr(s.settings, "runtime", "aws")
+    threads: set[str] = set()
+    real_get, real_update = s.blobs.get, s.documents.update_if_current
+
+    def get(key: str) -> bytes:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.05)  # a round trip long enough for the calls to overlap
+        return real_get(key)
+
+    def update_if_current(*args: Any) -> bool:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.05)
+        return real_update(*args)
+
+    monkeypatch.setattr(s.blobs, "get", get)
+    monkeypatch.setattr(s.documents, "update_if_current", update_if_current)
+    summary = steps.finalize(s, steps.index(s, steps.embed(s, steps.chunk(s, steps.parse(s, _batch(*refs))))))
+    assert len(threads) > 1, "the calls were made from several threads"
+    assert summary["succeeded"] == [r.task_id for i, r in enumerate(refs) if i != 2]
+    assert [f["task_id"] for f in summary["failed"]] == [refs[2].task_id]
+    assert "missing" in summary["failed"][0]["error"]
+    assert s.documents.get(kb, refs[2].document_id).status == "failed"
+    assert {s.documents.get(kb, r.document_id).status for i, r in enumerate(refs) if i != 2} == {"indexed"}
+
+
+def test_a_raw_file_read_that_fails_for_want_of_an_answer_retries_the_step(
+    client: TestClient, kb: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = stack.services
+    done = [ingest(client, kb, text=f"Try again {i}. " * 60, source_name=f"again{i}.txt") for i in range(3)]
+    refs = [_reopen(s, kb, t["document_id"]) for t in done]
+    monkeypatch.setattr(s.settings, "runtime", "aws")
+    real_get = s.blobs.get
+
+    def get(key: str) -> bytes:
+        if key == s.documents.get(kb, refs[1].document_id).raw_key:
+            raise ConnectionError("S3 did not answer")
+        return real_get(key)
+
+    monkeypatch.setattr(s.blobs, "get", get)
+    with pytest.raises(ConnectionError):
+        steps.parse(s, _batch(*refs))
+    assert {s.tasks.get(r.task_id).status for r in refs} == {"running"}, "nothing failed for good"

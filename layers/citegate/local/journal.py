@@ -124,8 +124,7 @@ class JournalingMiddleware:
         service = _service_of(environ) if self.recording else None
         if service is None:
             return self.app(environ, start_response)
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        body = environ["wsgi.input"].read(length) if length else environ["wsgi.input"].read()
+        body = _request_body(environ)
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         status: list[str] = []
@@ -139,6 +138,18 @@ class JournalingMiddleware:
             if status and status[0][:1] == "2":
                 self.journal.append(self.journal.entry(environ, body, service))
         return result
+
+
+def _request_body(environ: dict[str, Any]) -> bytes:
+    """The whole body: Content-Length bytes, or a chunked body to its end (the server marks it
+    terminated); with neither there is none, and reading would wait for a client that has
+    nothing more to send (a DeleteObject, for one)."""
+    stream = environ["wsgi.input"]
+    if environ.get("CONTENT_LENGTH"):
+        return bytes(stream.read(int(environ["CONTENT_LENGTH"])))
+    if environ.get("wsgi.input_terminated"):
+        return bytes(stream.read())
+    return b""
 
 
 def replay(app: WSGIApp, journal: Journal) -> int:
