@@ -70,7 +70,11 @@ def serve(host: str = "127.0.0.1", port: int | None = None) -> int:
             flush=True,
         )
 
-    server.on_ready = announce
+    def ready() -> None:
+        announce()
+        stack.warm_up()
+
+    server.on_ready = ready
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     try:
         server.run()
