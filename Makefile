@@ -47,6 +47,7 @@ typecheck: install ## mypy strict on the layer
 bench: install ## latency at 10k/100k chunks (in-process, gateway, 16 clients), ingestion throughput, cold start -> docs/results/bench.md
 	$(RUN) python benchmarks/retrieval.py
 	$(RUN) python benchmarks/ingestion.py --docs 200
+	$(RUN) python -m infra.bundling --build-dir .cache/layer-build  # the layers whose sizes are reported (cached)
 	$(RUN) python benchmarks/cold_start.py
 	$(RUN) python benchmarks/bench_report.py
 

@@ -177,9 +177,12 @@ def cold_start_section(report: dict[str, Any] | None) -> list[str]:
     ]
     out += [f"| {h['function']} | {h['median_ms']:.0f} | {h.get('cpu_ms', 0):.0f} |" for h in ordered[:5]]
     sizes = report.get("sizes")
-    if sizes:
+    measured = {f: e for f, e in (sizes or {}).get("functions", {}).items() if e["total_bytes"] is not None}
+    if sizes and not measured:
+        out += ["", "Package sizes: the layers were not built (`make bench` builds them first)."]
+    if sizes and measured:
         limit = sizes["limit_bytes"]
-        biggest = max(sizes["functions"].items(), key=lambda kv: kv[1]["total_bytes"])
+        biggest = max(measured.items(), key=lambda kv: kv[1]["total_bytes"])
         out += [
             "",
             "| layer | unzipped MB |",
