@@ -172,7 +172,7 @@ def main() -> None:
         )
         reset_settings()
         stack = LocalStack(get_settings(), persist=True, poll=False).start()
-        poller = None
+        pollers: list[QueuePoller] = []
         try:
             s = stack.services
             assert s is not None
@@ -185,46 +185,40 @@ def main() -> None:
                 # Warm up as the embedder was: the handlers' first calls import and build their
                 # clients (and the X-Ray SDK), once per process.
                 client.post("/v1/kb", json={"kb_id": "warm", "name": "warm"}).raise_for_status()
-                warm_poller = QueuePoller(
-                    s.aws.sqs, s.ingest_queue_url, INGEST_CONSUMER_FUNCTION, stack.settings.region
-                )
-                warm_poller.start()
-                wait_all(s, submit_all(client, "warm", [{**docs[-1], "id": "warm"}]))
-                warm_poller.stop()
+
+                def drain(task_ids: list[str]) -> tuple[Phase, tuple[int, int]]:
+                    """Start the queue's consumer and wait until every task has finished."""
+                    poller = QueuePoller(
+                        s.aws.sqs, s.ingest_queue_url, INGEST_CONSUMER_FUNCTION, stack.settings.region
+                    )
+                    pollers.append(poller)
+
+                    def run() -> tuple[int, int]:
+                        poller.start()
+                        return wait_all(s, task_ids)
+
+                    return Phase.measure(run)
+
+                drain(submit_all(client, "warm", [{**docs[-1], "id": "warm"}]))
+                pollers.pop().stop()
                 loads["submit"] = _load()
                 submit, task_ids = Phase.measure(lambda: submit_all(client, "bench", docs))
-                poller = QueuePoller(
-                    s.aws.sqs, s.ingest_queue_url, INGEST_CONSUMER_FUNCTION, stack.settings.region
-                )
                 loads["pipeline"] = _load()
-
-                def drain() -> tuple[int, int]:
-                    poller.start()
-                    return wait_all(s, task_ids)
-
-                pipeline, (children, failed) = Phase.measure(drain)
+                pipeline, (children, failed) = drain(task_ids)
                 peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
                 loads["reingest"] = _load()
                 reingest, (_, reingest_failed) = Phase.measure(
                     lambda: wait_all(s, submit_all(client, "bench", docs))
                 )
-                poller.stop()
+                pollers.pop().stop()
                 client.post("/v1/kb", json={"kb_id": "cached", "name": "cached"}).raise_for_status()
                 cached_ids = submit_all(client, "cached", docs)
-                poller = QueuePoller(
-                    s.aws.sqs, s.ingest_queue_url, INGEST_CONSUMER_FUNCTION, stack.settings.region
-                )
                 loads["cached"] = _load()
-
-                def drain_cached() -> tuple[int, int]:
-                    poller.start()
-                    return wait_all(s, cached_ids)
-
-                cached, (_, cached_failed) = Phase.measure(drain_cached)
+                cached, (_, cached_failed) = drain(cached_ids)
             alone_after = embed_alone(model, texts)
             loads["end"] = _load()
         finally:
-            if poller:
+            for poller in pollers:
                 poller.stop()
             stack.stop()
 
