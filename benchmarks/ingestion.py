@@ -238,6 +238,7 @@ def main() -> None:
             "before": alone_before.__dict__,
             "after": alone_after.__dict__,
             "chunks_per_s": round(len(texts) / alone_wall, 1),
+            "cpu_s": round(alone_cpu, 2),
         },
         # The bar: pipeline chunks/s over the embedder's own chunks/s (wall); the CPU ratio is the
         # same comparison in CPU seconds, steadier on a shared machine.

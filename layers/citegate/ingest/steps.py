@@ -353,10 +353,10 @@ def finalize(s: Services, event: StepEvent) -> StepEvent:
 
     _raise_first(_each_at_once(s, mark_indexed, state.documents))
     for document in state.documents:
-        succeeded[document.task_id] = {"status": "succeeded", "counts": _counts(document), "error": None}
+        counts = _counts(document)
+        succeeded[document.task_id] = {"status": "succeeded", "counts": counts, "error": None}
         logger.info(
-            "document indexed",
-            extra={"task_id": document.task_id, "kb_id": document.kb_id, **_counts(document)},
+            "document indexed", extra={"task_id": document.task_id, "kb_id": document.kb_id, **counts}
         )
     # This execution indexed them: succeeded even if a duplicate delivery marked one failed.
     ledger.update_tasks(s, succeeded, reopen=True)
