@@ -18,7 +18,7 @@ def send_message_route(chat_id: str):  # type: ignore[no-untyped-def]
     # An unknown model or chat is refused here, as a JSON error, before any stream starts.
     turn = start_turn(services(), call, chat_id, body, key)
     if body.stream:
-        return stream_response(turn.events(), turn.failure_frames)
+        return stream_response(turn.events(), turn.failure_frames, on_disconnect=turn.interrupted)
     return json_response(200, turn.reply().model_dump())
 
 

@@ -8,10 +8,10 @@ authorizer denial has a fixed body) and the refusal is audited like every other 
 from typing import Any
 
 from citegate.container import services
-from citegate.observability import logger
+from citegate.observability import logged
 
 
-@logger.inject_lambda_context
+@logged
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from citegate.identity.authenticate import authenticate  # with settings and pydantic: not at import
 

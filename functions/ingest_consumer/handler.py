@@ -3,10 +3,10 @@
 from typing import Any
 
 from citegate.container import services
-from citegate.observability import logger, traced
+from citegate.observability import logged, traced
 
 
-@logger.inject_lambda_context
+@logged
 @traced
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Imported on the first event, not with the handler: powertools' batch utility, boto3 and pydantic

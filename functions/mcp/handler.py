@@ -6,14 +6,12 @@ principal, its policy and the audit record are those of the HTTP route (citegate
 
 from typing import Any
 
-from aws_lambda_powertools.logging import correlation_paths
-
-from citegate.observability import logger, traced
+from citegate.observability import logged, traced
 
 _invoke: Any = None  # built on the first request (its Lambda client is reused after)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@logged
 @traced
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # The MCP SDK, its ASGI stack and the tools' models load on the first request, not at import.

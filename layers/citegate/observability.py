@@ -49,3 +49,38 @@ def traced(handler: Handler) -> Handler:
         return wrapped(event, context)
 
     return run
+
+
+_cold = True
+
+
+def logged(handler: Handler) -> Handler:
+    """What `Logger.inject_lambda_context` adds to every log line (the function, the invocation,
+    the cold start, and API Gateway's request id as the correlation id), kept per request.
+
+    Powertools' decorator appends those keys to the formatter, which every thread of a process
+    shares: two events served at once by two local execution environments would log under each
+    other's ids. These keys live in Powertools' context-variable keys instead (`thread_safe_*`),
+    set when the event arrives and cleared when the handler returns; a stream's frames keep the
+    copy taken with the request's context (citegate.http.streaming)."""
+
+    @functools.wraps(handler)
+    def run(event: dict[str, Any], context: Any) -> Any:
+        global _cold
+        cold, _cold = _cold, False
+        keys: dict[str, Any] = {
+            "function_name": getattr(context, "function_name", None),
+            "function_request_id": getattr(context, "aws_request_id", None),
+            "cold_start": cold,
+        }
+        request_context = event.get("requestContext") if isinstance(event, dict) else None
+        if isinstance(request_context, dict) and request_context.get("requestId"):
+            keys["correlation_id"] = request_context["requestId"]
+        logger.thread_safe_clear_keys()
+        logger.thread_safe_append_keys(**keys)
+        try:
+            return handler(event, context)
+        finally:
+            logger.thread_safe_clear_keys()
+
+    return run

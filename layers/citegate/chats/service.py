@@ -308,6 +308,7 @@ class Turn:
         self.message_id = str(start.answered["message_id"]) if start.answered else new_id("msg")
         self.outcome = Outcome()
         self.zh = chinese(body.content)
+        self.settled = start.answered is not None  # stored (complete, failed or interrupted)
 
     # -- the two ways out -------------------------------------------------------------------
 
@@ -320,14 +321,17 @@ class Turn:
             for source, delta in self._produce():
                 yield {"type": "content", "content": delta, "source": source}
             self._store()
-        except GeneratorExit:  # the client went away: keep what it was shown
-            self._abandon("interrupted", None)
-            raise
         except Exception as error:
             self._abandon("failed", error)
             raise
         yield self._sources_event()
         yield {"type": "end", "message_id": self.message_id}
+
+    def interrupted(self) -> None:
+        """The client went away mid-stream: keep what it was shown. Called on the request's own
+        path by the stream's reader (citegate.http.streaming), never from the generator's cleanup."""
+        if not self.settled:
+            self._abandon("interrupted", None)
 
     def reply(self) -> MessageReply:
         if self.start.answered is not None:
@@ -468,12 +472,14 @@ class Turn:
         }
 
     def _store(self) -> dict[str, Any]:
+        self.settled = True
         message = self._message("complete", None)
         self.s.chats.finish_turn(self.chat, message, guard_sk=self.start.guard_sk)
         return message
 
     def _abandon(self, status: str, error: BaseException | None) -> None:
         """Keep what was produced, marked; never let this hide the original failure."""
+        self.settled = True
         code = None
         if error is not None:
             code = error_code(error, "chat") if isinstance(error, CitegateError) else "INTERNAL_ERROR"

@@ -18,9 +18,8 @@ import base64
 import json
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-
-from aws_lambda_powertools.logging import correlation_paths
 
 from citegate.errors import (
     AuditUnavailable,
@@ -32,7 +31,7 @@ from citegate.errors import (
     error_code,
     error_details,
 )
-from citegate.observability import logger, metrics, traced
+from citegate.observability import logged, logger, metrics, traced
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -56,6 +55,73 @@ class HasEvent(Protocol):
     def current_event(self) -> APIGatewayProxyEventV2: ...
 
 
+_event: ContextVar[Any] = ContextVar("citegate_resolver_event", default=None)
+_lambda_context: ContextVar[Any] = ContextVar("citegate_resolver_lambda_context", default=None)
+_route_context: ContextVar[dict[str, Any] | None] = ContextVar("citegate_resolver_context", default=None)
+_resolver_class: type[APIGatewayHttpResolver] | None = None
+
+
+def request_local_resolver_class() -> type[APIGatewayHttpResolver]:
+    """`APIGatewayHttpResolver` with its request state kept per request.
+
+    Powertools keeps the current event and Lambda context on its `BaseRouter` class, shared by
+    every resolver of the process: two events resolved at once on two threads (two local execution
+    environments of one process) would each read the other's event, body and request id. Here
+    they live in context variables, so each thread, and each request's copied context, sees its
+    own; the route context (`self.context`) too. In Lambda, one event per process, it changes
+    nothing. tests/concurrency pins it."""
+    global _resolver_class
+    if _resolver_class is None:
+        from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+
+        class RequestLocalResolver(APIGatewayHttpResolver):
+            def resolve(self, event: Any, context: Any) -> dict[str, Any]:
+                tokens = (_event.set(None), _lambda_context.set(context), _route_context.set({}))
+                try:
+                    return super().resolve(event, context)
+                finally:
+                    _route_context.reset(tokens[2])
+                    _lambda_context.reset(tokens[1])
+                    _event.reset(tokens[0])
+
+            def _to_proxy_event(self, event: dict[str, Any]) -> Any:
+                # Called by resolve() where Powertools assigns the class-wide current event.
+                proxy = super()._to_proxy_event(event)
+                _event.set(proxy)
+                return proxy
+
+            @property
+            def current_event(self) -> Any:
+                return _event.get()
+
+            @current_event.setter
+            def current_event(self, value: Any) -> None:
+                _event.set(value)
+
+            @property
+            def lambda_context(self) -> Any:
+                return _lambda_context.get()
+
+            @lambda_context.setter
+            def lambda_context(self, value: Any) -> None:
+                _lambda_context.set(value)
+
+            @property
+            def context(self) -> dict[str, Any]:
+                found = _route_context.get()
+                if found is None:
+                    found = {}
+                    _route_context.set(found)
+                return found
+
+            @context.setter
+            def context(self, value: dict[str, Any]) -> None:
+                _route_context.set(value)
+
+        _resolver_class = RequestLocalResolver
+    return _resolver_class
+
+
 class LazyResolver:
     """An `APIGatewayHttpResolver` built on first use (see the module's docstring).
 
@@ -74,9 +140,7 @@ class LazyResolver:
         if built is None:
             with self._lock:
                 if self._built is None:
-                    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
-
-                    app = APIGatewayHttpResolver()
+                    app = request_local_resolver_class()()
                     if self._configure is not None:
                         self._configure(app)
                     for method, args, options, func in self._declared:
@@ -215,14 +279,21 @@ def parse_body(app: HasEvent, model: type[ModelT], *, allow_empty: bool = False)
         raise InvalidRequest("the request body is empty; a JSON object is required")
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        reason = f"the request body is not valid UTF-8 ({error.reason} at byte {error.start})"
+        raise InvalidRequest(reason) from error
+    except json.JSONDecodeError as error:
         raise InvalidRequest(f"the request body is not valid JSON: {error}") from error
+    except RecursionError as error:
+        raise InvalidRequest("the request body is nested too deeply") from error
     if not isinstance(data, dict):
         raise InvalidRequest("the request body must be a JSON object")
     try:
         return model.model_validate(data)
     except ValidationError as error:
         raise invalid_request_from(error) from error
+    except RecursionError as error:
+        raise InvalidRequest("the request body is nested too deeply") from error
 
 
 def query_param(app: HasEvent, name: str) -> str | None:
@@ -272,7 +343,7 @@ def http_handler(
     """The Lambda entry point for a resolver: request-id logging, tracing, metrics, and the audit
     record of the call (a call that cannot be audited answers 503 audit_unavailable)."""
 
-    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    @logged
     @traced
     @metrics.log_metrics
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -7,7 +7,9 @@ a stream of events instead of a body.
   body: clients parse it identically, only without incremental delivery (docs/architecture.md).
 - A failure midway becomes the route's own error frames, and the stream still ends cleanly.
 - The call's audit record is written when the stream has been produced, before its last frame is
-  released; if it cannot be written, the client is told so with an error frame.
+  released; if it cannot be written, the client is told so with an error frame. A client that
+  goes away is noticed by the reader, which closes the stream: the call is then audited once, on
+  the request's own path, as closed by the client (EventStream).
 """
 
 from __future__ import annotations
@@ -15,16 +17,15 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import threading
 from collections.abc import Callable, Generator, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.logging import correlation_paths
-
 from citegate.errors import AuditUnavailable, CitegateError, Family, error_code
 from citegate.http.api import finish_call
-from citegate.observability import logger, metrics, traced
+from citegate.observability import logged, logger, metrics, traced
 
 if TYPE_CHECKING:  # imported on first use, as in citegate.http.api (cold start)
     from aws_lambda_powertools.event_handler import Response
@@ -50,17 +51,23 @@ def sse_frame(event: Event) -> str:
 class PendingStream:
     events: Iterator[Event]
     on_failure: FailureFrames
+    # What the route keeps when the client goes away (a chat stores the part it was shown).
+    on_disconnect: Callable[[], None] | None = None
 
 
 _pending: ContextVar[PendingStream | None] = ContextVar("citegate_stream", default=None)
 
 
-def stream_response(events: Iterator[Event], on_failure: FailureFrames) -> Response[str]:
+def stream_response(
+    events: Iterator[Event], on_failure: FailureFrames, on_disconnect: Callable[[], None] | None = None
+) -> Response[str]:
     """What a streaming route returns once the request is accepted: the 200 head; the entry point
-    (`sse_handler`) then produces the events."""
+    (`sse_handler`) then produces the events. `events` must not write anything when it is closed
+    early (its cleanup may run in a garbage collector's thread): that belongs in `on_disconnect`,
+    which runs on the request's own path."""
     from aws_lambda_powertools.event_handler import Response
 
-    _pending.set(PendingStream(events, on_failure))
+    _pending.set(PendingStream(events, on_failure, on_disconnect))
     return Response(status_code=200, content_type=SSE, body="", headers=dict(SSE_HEADERS))
 
 
@@ -73,7 +80,9 @@ def _failure_code(error: Exception, family: Family) -> tuple[str, str, int]:
 def _frames(
     services: Any, record: CallRecord, pending: PendingStream, family: Family
 ) -> Generator[str, None, None]:
-    """The stream's frames. The last event is held back until the audit record is written."""
+    """The stream's frames. The last event is held back until the audit record is written.
+
+    Closing this generator early writes nothing (see EventStream.close)."""
     from citegate.governance import end_call
 
     held: Event | None = None
@@ -83,15 +92,6 @@ def _frames(
             if held is not None:
                 yield sse_frame(held)
             held = event
-    except GeneratorExit:
-        # The client went away: the route's own generator is closed (so it can record what it had
-        # produced), and the call is still audited, as a request the client closed.
-        close = getattr(pending.events, "close", None)
-        if close is not None:
-            close()
-        with contextlib.suppress(AuditUnavailable):
-            end_call(services, record, CLIENT_CLOSED, "client_closed_request")
-        raise
     except Exception as failure:  # a failure midway ends the stream with the route's error frames
         code, message, status = _failure_code(failure, family)
         error = code
@@ -115,24 +115,67 @@ def _frames(
         yield sse_frame(held)
 
 
-def _in_context(frames: Generator[str, None, None], context: contextvars.Context) -> Iterator[str]:
-    """Run every step of the stream in the request's context (call record, principal), whichever
-    thread the server pulls the next frame from; closing it closes the stream in that context too."""
-    try:
-        while True:
+class EventStream:
+    """One streaming response's frames, pulled one at a time by whoever delivers them.
+
+    Every step runs in the request's context (call record, principal, log keys), whichever thread
+    pulls it. The reader must close the stream: after its last frame, or when the client goes
+    away; then, on that reader's own path and once, the route's events are closed, the route's
+    `on_disconnect` runs and the call is audited as closed by the client (status 499). Nothing is
+    written from a finalizer: a stream dropped unclosed writes nothing (the embedded AWS endpoint
+    runs finalizers in its own threads, under its journal's lock)."""
+
+    def __init__(self, services: Any, record: CallRecord, pending: PendingStream, family: Family) -> None:
+        self._services = services
+        self._record = record
+        self._pending = pending
+        self._frames = _frames(services, record, pending, family)
+        self._context = contextvars.copy_context()
+        self._lock = threading.Lock()  # one step at a time; close waits for a step in progress
+        self._finished = False
+        self._closed = False
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> str:
+        with self._lock:
+            if self._finished or self._closed:
+                raise StopIteration
             try:
-                frame = context.run(next, frames)
+                return self._context.run(next, self._frames)
             except StopIteration:
+                self._finished = True
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
                 return
-            yield frame
-    finally:
-        context.run(frames.close)
+            self._closed = True
+            if self._finished:
+                return
+            self._context.run(self._hang_up)
+
+    def _hang_up(self) -> None:
+        from citegate.governance import end_call
+
+        self._frames.close()
+        try:
+            close = getattr(self._pending.events, "close", None)
+            if close is not None:
+                close()
+            if self._pending.on_disconnect is not None:
+                self._pending.on_disconnect()
+        finally:
+            with contextlib.suppress(AuditUnavailable):
+                end_call(self._services, self._record, CLIENT_CLOSED, "client_closed_request")
 
 
 def sse_handler(app: LazyResolver, *, family: Family) -> Callable[[dict[str, Any], Any], Any]:
     """The Lambda entry point of a streaming route (compare citegate.http.api.http_handler)."""
 
-    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    @logged
     @traced
     @metrics.log_metrics
     def lambda_handler(event: dict[str, Any], context: Any) -> Any:
@@ -148,10 +191,13 @@ def sse_handler(app: LazyResolver, *, family: Family) -> Callable[[dict[str, Any
         status = int(response.get("statusCode", 500))
         if pending is None or status != 200:
             return finish_call(s, record, response, family)
-        frames = _in_context(_frames(s, record, pending, family), contextvars.copy_context())
+        stream = EventStream(s, record, pending, family)
         if s.settings.local_runtime:
-            return frames  # the local gateway streams an iterator as it is produced
-        body = "".join(frames)
+            return stream  # the local gateway delivers each frame as it is produced, then closes it
+        try:
+            body = "".join(stream)
+        finally:
+            stream.close()
         return {"statusCode": 200, "headers": {"Content-Type": SSE, **SSE_HEADERS}, "body": body}
 
     return lambda_handler

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from citegate.container import services
-from citegate.observability import logger, traced
+from citegate.observability import logged, traced
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 STEPS = ("parse", "chunk", "embed", "index", "finalize", "mark_failed")
@@ -21,7 +21,7 @@ def step_handler(step: str) -> Handler:
     if step not in STEPS:
         raise ValueError(f"unknown ingestion step {step!r}")
 
-    @logger.inject_lambda_context
+    @logged
     @traced
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         from citegate.ingest import steps

@@ -17,16 +17,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+import anyio
+import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from citegate import routes
 from citegate.errors import error_body
 from citegate.identity.sigv4 import LocalIamIdentity, SigV4Error, load_local_iam_credentials, verify_sigv4
-from citegate.local.functions import invoke
+from citegate.local.functions import TooManyRequestsException, invoke
+from citegate.observability import logger
 from citegate.settings import get_settings
 
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024  # API Gateway's limit
@@ -43,6 +46,16 @@ def _error(status: int, code: str, message: str, request_id: str) -> Response:
     )
 
 
+def _is_utf8(body: bytes) -> bool:
+    """A text body that is not UTF-8 reaches the handler base64-encoded, as bytes, so the handler
+    can refuse it (400) instead of the gateway failing to decode it."""
+    try:
+        body.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def build_event(
     request: Request, body: bytes, route: routes.Route, path_params: dict[str, str], request_id: str
 ) -> dict[str, Any]:
@@ -57,7 +70,7 @@ def build_event(
     for key, value in query:
         params[key] = f"{params[key]},{value}" if key in params else value
     content_type = headers.get("content-type", "")
-    is_text = not body or content_type.startswith(_TEXT_TYPES)
+    is_text = not body or (content_type.startswith(_TEXT_TYPES) and _is_utf8(body))
     now = time.time()
     event: dict[str, Any] = {
         "version": "2.0",
@@ -154,10 +167,59 @@ def _local_iam_credentials(path: Path | None) -> dict[str, LocalIamIdentity]:
     return credentials
 
 
+class LambdaStreamResponse(Response):
+    """A streamed Lambda response delivered frame by frame, as Lambda response streaming does.
+
+    Frames are pulled in worker threads. The client going away is noticed (an ASGI
+    `http.disconnect`) and ends the delivery; in every case the stream is closed on this
+    request's own path, shielded from cancellation, so the route's cleanup and the call's audit
+    record (citegate.http.streaming.EventStream) run here, once, and never in a finalizer."""
+
+    def __init__(self, stream: Any, request_id: str) -> None:
+        super().__init__(
+            None,
+            status_code=200,
+            headers={"apigw-requestid": request_id, "cache-control": "no-cache"},
+            media_type="text/event-stream",
+        )
+        self.stream = stream
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        stream = self.stream
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def hang_up_watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    group.cancel_scope.cancel()
+
+                group.start_soon(hang_up_watch)
+                await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+                while True:
+                    frame = await anyio.to_thread.run_sync(next, stream, None)
+                    if frame is None:
+                        break
+                    data = frame.encode() if isinstance(frame, str) else bytes(frame)
+                    await send({"type": "http.response.body", "body": data, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                group.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_close, stream)
+
+
+def _close(stream: Any) -> None:
+    try:
+        stream.close()
+    except Exception:
+        logger.exception("closing a stream failed")
+
+
 def to_response(result: Any, request_id: str) -> Response:
     if isinstance(result, Iterator | Iterable) and not isinstance(result, dict | str | bytes):
-        # A streaming handler yields its (already SSE-framed) chunks.
-        return StreamingResponse(iterate_in_threadpool(iter(result)), media_type="text/event-stream")
+        # A streaming handler returns its (already SSE-framed) frames; closable, see above.
+        return LambdaStreamResponse(result if hasattr(result, "close") else iter(result), request_id)
     if not isinstance(result, dict) or "statusCode" not in result:
         # A payload-2.0 integration may return a bare JSON value: API Gateway wraps it as 200.
         return Response(json.dumps(result), status_code=200, media_type="application/json")
@@ -173,6 +235,14 @@ def to_response(result: Any, request_id: str) -> Response:
 
 async def dispatch(request: Request) -> Response:
     request_id = str(uuid.uuid4())
+    try:
+        return await _dispatch(request, request_id)
+    except Exception:  # never a bare 500 from the server, nor a reset connection
+        logger.exception("the local gateway failed", extra={"request_id": request_id})
+        return _error(500, "internal_error", "the gateway failed; the request id identifies it", request_id)
+
+
+async def _dispatch(request: Request, request_id: str) -> Response:
     matched = routes.match(request.method, request.url.path)
     if matched is None:
         if routes.path_exists(request.url.path):
@@ -205,7 +275,12 @@ async def dispatch(request: Request) -> Response:
         result = await run_in_threadpool(invoke, route.function, event)
     except PermissionError:
         return _error(403, "forbidden", "Forbidden", request_id)
+    except TooManyRequestsException as busy:  # Lambda's throttle: every environment stayed busy
+        response = _error(503, "service_unavailable", str(busy), request_id)
+        response.headers["retry-after"] = "1"
+        return response
     except Exception as error:  # what API Gateway answers when an integration crashes
+        logger.exception("an integration failed", extra={"function": route.function})
         return _error(500, "internal_error", f"the integration failed: {type(error).__name__}", request_id)
     return to_response(result, request_id)
 

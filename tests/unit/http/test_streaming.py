@@ -3,6 +3,7 @@ a failure midway becomes the route's error frames, and a client that leaves is s
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ from typing import Any
 
 from citegate.errors import SearchUnavailableError
 from citegate.governance import CallRecord
-from citegate.http.streaming import CLIENT_CLOSED, PendingStream, _frames
+from citegate.http.streaming import CLIENT_CLOSED, EventStream, PendingStream, _frames
 
 
 class Audit:
@@ -75,8 +76,9 @@ def test_a_stream_that_cannot_be_audited_says_so() -> None:
     assert got[1]["error"] == "AUDIT_UNAVAILABLE"
 
 
-def test_a_client_that_leaves_closes_the_route_and_is_still_audited() -> None:
+def test_a_client_that_leaves_closes_the_route_and_is_audited_once_on_the_readers_path() -> None:
     closed: list[bool] = []
+    kept: list[str] = []
 
     def events() -> Iterator[dict[str, Any]]:
         try:
@@ -88,8 +90,39 @@ def test_a_client_that_leaves_closes_the_route_and_is_still_audited() -> None:
 
     log: list[str] = []
     s = services(log)
-    frames = _frames(s, record(), PendingStream(events(), on_failure), "chat")
-    next(frames)
-    frames.close()
-    assert closed == [True]
+    pending = PendingStream(events(), on_failure, on_disconnect=lambda: kept.append("partial reply"))
+    stream = EventStream(s, record(), pending, "chat")
+    next(stream)
+    stream.close()
+    stream.close()  # the reader may close twice (end of delivery, then its own cleanup)
+    assert closed == [True] and kept == ["partial reply"]
     assert [r.status for r in s.audit.records] == [CLIENT_CLOSED]
+    assert list(stream) == []
+
+
+def test_a_stream_read_to_its_end_is_audited_once_and_its_close_adds_nothing() -> None:
+    kept: list[str] = []
+    log: list[str] = []
+    s = services(log)
+    events = iter([{"type": "start"}, {"type": "end"}])
+    stream = EventStream(s, record(), PendingStream(events, on_failure, lambda: kept.append("x")), "chat")
+    assert [e["type"] for e in consume(stream, log)] == ["start", "end"]
+    stream.close()
+    assert [r.status for r in s.audit.records] == [200] and kept == []
+
+
+def test_a_stream_dropped_unclosed_writes_nothing_from_the_garbage_collector() -> None:
+    """The embedded AWS endpoint's threads hold its journal lock while Python may run finalizers:
+    a write from one would wait for that lock forever (the stall an acceptance test saw)."""
+    log: list[str] = []
+    s = services(log)
+
+    def events() -> Iterator[dict[str, Any]]:
+        yield {"type": "start"}
+        yield {"type": "content"}
+
+    stream = EventStream(s, record(), PendingStream(events(), on_failure, lambda: log.append("kept")), "chat")
+    next(stream)
+    del stream
+    gc.collect()
+    assert s.audit.records == [] and "kept" not in log

@@ -1,0 +1,141 @@
+"""Clients that hang up mid-stream: the server notices, keeps serving everyone else at once, and
+audits each abandoned stream once, as closed by the client, on the request's own path."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from citegate.agents import query_v2
+from citegate.chats import service as chats
+from tests.integration.conftest import TOKEN
+
+CLIENT_CLOSED = 499
+
+
+@pytest.fixture
+def endless_query(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """/api/v2/query's agent replaced by one that streams a frame every 50 ms for up to 20 s,
+    and counts how many of its streams were closed."""
+    seen = {"started": 0, "closed": 0}
+    lock = threading.Lock()
+
+    def run_query(*args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        with lock:
+            seen["started"] += 1
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                yield {"message_type": query_v2.CONTENT, "content": "."}
+                time.sleep(0.05)
+        finally:
+            with lock:
+                seen["closed"] += 1
+
+    monkeypatch.setattr(query_v2, "run_query", run_query)
+    return seen
+
+
+def _hang_up_after_first_frame(live_url: str, path: str, body: dict[str, Any]) -> str:
+    """Open a stream, read one frame, drop the connection; the request id of the stream."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with (
+        httpx.Client(base_url=live_url, headers=headers, timeout=30) as client,
+        client.stream("POST", path, json=body) as response,
+    ):
+        assert response.status_code == 200, response.read()
+        request_id = response.headers["apigw-requestid"]
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                break
+    return request_id  # leaving both blocks closed the connection mid-stream
+
+
+def _audited(stack: Any, request_id: str, timeout: float = 10) -> list[Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        records = [
+            r
+            for r in stack.services.audit.list(stack.settings.default_tenant, limit=1000)
+            if r.request_id == request_id
+        ]
+        if records or time.monotonic() > deadline:
+            return records
+        time.sleep(0.1)
+
+
+def test_hanging_up_mid_stream_never_stalls_the_server(
+    live_url: str, stack: Any, endless_query: dict[str, int]
+) -> None:
+    request_ids = []
+    for _ in range(5):
+        request_ids.append(_hang_up_after_first_frame(live_url, "/api/v2/query", {"query": "anything"}))
+        started = time.monotonic()
+        health = httpx.get(f"{live_url}/healthz", timeout=5)
+        assert health.status_code == 200 and time.monotonic() - started < 2
+    deadline = time.monotonic() + 10
+    while endless_query["closed"] < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert endless_query == {
+        "started": 5,
+        "closed": 5,
+    }  # every abandoned stream was closed, none left running
+    for request_id in request_ids:
+        records = _audited(stack, request_id)
+        assert [(r.status, r.reason) for r in records] == [(CLIENT_CLOSED, "client_closed_request")]
+
+
+def test_many_clients_hanging_up_at_once_while_others_are_served(
+    live_url: str, stack: Any, endless_query: dict[str, int]
+) -> None:
+    results: list[Any] = []
+
+    def hang_up() -> None:
+        results.append(_hang_up_after_first_frame(live_url, "/api/v2/query", {"query": "anything"}))
+
+    threads = [threading.Thread(target=hang_up) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    with httpx.Client(base_url=live_url, timeout=5) as client:
+        for _ in range(10):
+            assert client.get("/healthz").status_code == 200
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(results) == 8
+    for request_id in results:
+        assert [r.status for r in _audited(stack, request_id)] == [CLIENT_CLOSED]
+
+
+def test_a_chat_reply_abandoned_mid_stream_keeps_what_was_shown(
+    live_url: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def slow_deltas() -> Iterator[str]:
+        yield "The first part was shown. "
+        for _ in range(400):
+            time.sleep(0.05)
+            yield "."
+
+    def slow_produce(self: Any) -> Iterator[tuple[str, str]]:
+        return self._labelled("knowledge_base", slow_deltas())
+
+    monkeypatch.setattr(chats.Turn, "_produce", slow_produce)
+    with httpx.Client(base_url=live_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as client:
+        chat_id = client.post(
+            "/api/v1/agent/chats", json={"title": "left early " + uuid.uuid4().hex[:6]}
+        ).json()["id"]
+    path = f"/api/v1/agent/chats/{chat_id}/messages"
+    request_id = _hang_up_after_first_frame(
+        live_url, path, {"content": "Tell me everything.", "stream": True}
+    )
+    assert [r.status for r in _audited(stack, request_id)] == [CLIENT_CLOSED]
+    with httpx.Client(base_url=live_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as client:
+        messages = client.get(f"/api/v1/agent/chats/{chat_id}").json()["messages"]
+    assert [m["type"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["content"].startswith("The first part was shown.")
+    assert messages[1]["status"] == "interrupted", messages[1]
