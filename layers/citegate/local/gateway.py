@@ -7,12 +7,15 @@ the integration, and return the handler's response (streamed when the handler st
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import json
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -28,7 +31,12 @@ from starlette.routing import Route as StarletteRoute
 from citegate import routes
 from citegate.errors import error_body
 from citegate.identity.sigv4 import LocalIamIdentity, SigV4Error, load_local_iam_credentials, verify_sigv4
-from citegate.local.functions import TooManyRequestsException, invoke
+from citegate.local.functions import (
+    ENVIRONMENT_WAIT_SECONDS,
+    TooManyRequestsException,
+    invoke,
+    max_environments,
+)
 from citegate.observability import logger
 from citegate.settings import get_settings
 
@@ -175,14 +183,14 @@ class LambdaStreamResponse(Response):
     request's own path, shielded from cancellation, so the route's cleanup and the call's audit
     record (citegate.http.streaming.EventStream) run here, once, and never in a finalizer."""
 
-    def __init__(self, stream: Any, request_id: str) -> None:
-        super().__init__(
-            None,
-            status_code=200,
-            headers={"apigw-requestid": request_id, "cache-control": "no-cache"},
-            media_type="text/event-stream",
-        )
+    def __init__(self, stream: Any, request_id: str, on_done: Callable[[], None] | None = None) -> None:
+        # As StreamingResponse does: no body, so no Content-Length (the frames go out chunked).
+        self.status_code = 200
+        self.media_type = "text/event-stream"
+        self.background = None
+        self.init_headers({"apigw-requestid": request_id, "cache-control": "no-cache"})
         self.stream = stream
+        self.on_done = on_done
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         stream = self.stream
@@ -207,6 +215,8 @@ class LambdaStreamResponse(Response):
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(_close, stream)
+                if self.on_done is not None:
+                    self.on_done()
 
 
 def _close(stream: Any) -> None:
@@ -216,8 +226,12 @@ def _close(stream: Any) -> None:
         logger.exception("closing a stream failed")
 
 
+def _is_stream(result: Any) -> bool:
+    return isinstance(result, Iterator | Iterable) and not isinstance(result, dict | str | bytes)
+
+
 def to_response(result: Any, request_id: str) -> Response:
-    if isinstance(result, Iterator | Iterable) and not isinstance(result, dict | str | bytes):
+    if _is_stream(result):
         # A streaming handler returns its (already SSE-framed) frames; closable, see above.
         return LambdaStreamResponse(result if hasattr(result, "close") else iter(result), request_id)
     if not isinstance(result, dict) or "statusCode" not in result:
@@ -272,17 +286,59 @@ async def _dispatch(request: Request, request_id: str) -> Response:
             event["requestContext"]["authorizer"] = {"iam": iam}
         elif route.auth != "none":
             event["requestContext"]["authorizer"] = {"lambda": await run_in_threadpool(authorize, event)}
-        result = await run_in_threadpool(invoke, route.function, event)
     except PermissionError:
         return _error(403, "forbidden", "Forbidden", request_id)
+    return await _integrate(route, event, request_id)
+
+
+async def _integrate(route: routes.Route, event: dict[str, Any], request_id: str) -> Response:
+    """Invoke the route's function. Waiting for one of its environments happens here, in the event
+    loop, not in a worker thread: requests queued for a busy function must not hold the threads
+    every other route (and /healthz) needs."""
+    gate = _gate(route.function)
+    acquired = False
+    with anyio.move_on_after(ENVIRONMENT_WAIT_SECONDS):
+        await gate.acquire()
+        acquired = True
+    if not acquired:
+        return _busy(f"all environments of {route.function} stayed busy", request_id)
+    release: Any = gate.release
+    try:
+        result = await run_in_threadpool(invoke, route.function, event)
+        if _is_stream(result):
+            stream = result if hasattr(result, "close") else iter(result)
+            response: Response = LambdaStreamResponse(stream, request_id, on_done=release)
+            release = None  # the stream gives the environment back when it is closed
+            return response
+        return to_response(result, request_id)
     except TooManyRequestsException as busy:  # Lambda's throttle: every environment stayed busy
-        response = _error(503, "service_unavailable", str(busy), request_id)
-        response.headers["retry-after"] = "1"
-        return response
+        return _busy(str(busy), request_id)
     except Exception as error:  # what API Gateway answers when an integration crashes
         logger.exception("an integration failed", extra={"function": route.function})
         return _error(500, "internal_error", f"the integration failed: {type(error).__name__}", request_id)
-    return to_response(result, request_id)
+    finally:
+        if release is not None:
+            release()
+
+
+def _busy(message: str, request_id: str) -> Response:
+    response = _error(503, "service_unavailable", message, request_id)
+    response.headers["retry-after"] = "1"
+    return response
+
+
+_gates: weakref.WeakKeyDictionary[Any, dict[str, anyio.Semaphore]] = weakref.WeakKeyDictionary()
+_gates_lock = threading.Lock()
+
+
+def _gate(function: str) -> anyio.Semaphore:
+    """The function's environments as seen from this event loop (one per server; tests make more)."""
+    loop = asyncio.get_running_loop()
+    with _gates_lock:
+        gates = _gates.setdefault(loop, {})
+        if function not in gates:
+            gates[function] = anyio.Semaphore(max_environments())
+        return gates[function]
 
 
 async def openapi_json(request: Request) -> Response:

@@ -3,6 +3,7 @@ audits each abandoned stream once, as closed by the client, on the request's own
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -51,9 +52,8 @@ def _hang_up_after_first_frame(live_url: str, path: str, body: dict[str, Any]) -
     ):
         assert response.status_code == 200, response.read()
         request_id = response.headers["apigw-requestid"]
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                break
+        frame = next(line for line in response.iter_lines() if line.startswith("data: "))
+        assert json.loads(frame.removeprefix("data: "))
     return request_id  # leaving both blocks closed the connection mid-stream
 
 
@@ -139,3 +139,45 @@ def test_a_chat_reply_abandoned_mid_stream_keeps_what_was_shown(
     assert [m["type"] for m in messages] == ["user", "assistant"]
     assert messages[1]["content"].startswith("The first part was shown.")
     assert messages[1]["status"] == "interrupted", messages[1]
+
+
+def test_requests_queued_for_a_busy_function_leave_the_server_free(
+    live_url: str, stack: Any, endless_query: dict[str, int]
+) -> None:
+    """Every environment of /api/v2/query held by an open stream, and 45 more requests queued for
+    it (more than the server's worker threads): other routes are still served at once, and the
+    queued requests are served as environments come free."""
+    from citegate.local.functions import max_environments
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    holders = []
+    for _ in range(max_environments()):
+        client = httpx.Client(base_url=live_url, headers=headers, timeout=60)
+        stream = client.stream("POST", "/api/v2/query", json={"query": "hold"})
+        response = stream.__enter__()
+        assert response.status_code == 200
+        lines = response.iter_lines()  # kept: dropping it would close the response
+        assert next(lines).startswith("data: ")
+        holders.append((client, stream, lines))
+    queued: list[str] = []
+    threads = [
+        threading.Thread(
+            target=lambda: queued.append(
+                _hang_up_after_first_frame(live_url, "/api/v2/query", {"query": "q"})
+            )
+        )
+        for _ in range(45)
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    assert httpx.get(f"{live_url}/healthz", timeout=5).status_code == 200
+    assert time.monotonic() - started < 2
+    assert queued == []  # still waiting for an environment
+    for client, stream, _ in holders:
+        stream.__exit__(None, None, None)
+        client.close()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(queued) == 45
