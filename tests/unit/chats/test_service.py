@@ -128,9 +128,21 @@ def test_a_client_that_disconnects_leaves_an_interrupted_message(monkeypatch: py
     events = t.events()
     shown = [next(events), next(events)]
     events.close()
+    assert s.chats.finished == []  # closing the events writes nothing: it may happen in a finalizer
+    t.interrupted()  # what the stream's reader calls, on the request's own path
+    t.interrupted()
     assert shown[0]["type"] == "start"
-    stored = s.chats.finished[-1]
+    [stored] = s.chats.finished
     assert stored["status"] == "interrupted" and stored["content"] == shown[1]["content"]
+
+
+def test_a_completed_reply_is_not_marked_interrupted_by_a_late_hang_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t, s = turn(monkeypatch)
+    list(t.events())
+    t.interrupted()
+    assert [m["status"] for m in s.chats.finished] == ["complete"]
 
 
 def test_a_model_failing_midway_is_stored_as_failed(monkeypatch: pytest.MonkeyPatch) -> None:
