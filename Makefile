@@ -5,7 +5,7 @@ export RAG_DATA_ROOT ?= .data
 export RAG_API_TOKEN ?= rag-dev-token-123
 export OMP_WAIT_POLICY ?= PASSIVE
 UV ?= uv
-EXTRAS := --extra local --extra e5 --extra mcp --extra browser --group infra
+EXTRAS := --extra local --extra e5 --extra mcp --extra browser --group infra --group fuzz
 RUN := $(UV) run --frozen $(EXTRAS)
 
 .PHONY: help install demo serve bench eval test test-unit test-integration test-e2e lint format typecheck synth clean

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from citegate.answering.ask import AskOutcome, ask
-from citegate.errors import DatasetNotAllowed
+from citegate.answering.base import AnswererUnavailable
+from citegate.errors import DatasetNotAllowed, ModelUnavailable
 from citegate.governance import Authorized, current_call, readable_kbs
 from citegate.models.answer import Action, AnswerAudit, AnswerCitation, AnswerResult, GroundedSentence
 from citegate.models.retrieval import Citation
@@ -233,7 +234,10 @@ def answer_question(
     if outcome.no_answer and not require_citations and call.policy.model_fallback:
         fallback = getattr(s.answerer, "answer_from_model", None)
         if fallback is not None:
-            result.answer = fallback(question)
+            try:
+                result.answer = fallback(question)
+            except AnswererUnavailable as error:  # 503 ragflow_unavailable: nothing is invented
+                raise ModelUnavailable(str(error), details={"answerer": s.answerer.name}) from error
             result.answerSource = "model"
             result.summary = "Not from the knowledge base: the model's own knowledge, without citations."
     record.note(

@@ -843,9 +843,27 @@ async def _serve_event(event: dict[str, Any], invoke: Invoker) -> dict[str, Any]
     app = _stateless_app(server, MCP_PATH, allowed_hosts=["*"])
     async with app.router.lifespan_context(app):
         await app(scope, receive, send)
-    return {
-        "statusCode": status,
-        "headers": {k.decode(): v.decode() for k, v in out_headers},
-        "body": b"".join(chunks).decode(),
-        "isBase64Encoded": False,
-    }
+    body = b"".join(chunks).decode(errors="replace")
+    response_headers = {k.decode(): v.decode() for k, v in out_headers}
+    if status >= 400 and not _json_object(body):
+        # The SDK refuses some requests in plain text (a wrong Content-Type or Accept header):
+        # every error leaves in JSON, in the error shape of the other routes.
+        code = _SDK_REFUSALS.get(status, "invalid_request" if status < 500 else "internal_error")
+        return _refusal(status, code, body.strip() or f"HTTP {status}", str(context.get("requestId") or ""))
+    return {"statusCode": status, "headers": response_headers, "body": body, "isBase64Encoded": False}
+
+
+_SDK_REFUSALS = {
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False

@@ -8,6 +8,8 @@ The requested model name picks the behaviour, so one server serves every test:
   decline          declines
   slow             answers after a delay longer than the client's timeout
   error-500        answers HTTP 500
+  garbage-*        answers 200 with something that is not a chat completion (GARBAGE below), to
+                   streamed and plain requests alike
 Asked without passages (model knowledge, where a policy allows it), it answers in plain text.
 """
 
@@ -19,6 +21,37 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+def _chunk_of(payload: Any) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+# 200 answers that are not chat completions: (Content-Type, body).
+GARBAGE: dict[str, tuple[str, bytes]] = {
+    # A proxy's error page.
+    "garbage-html": ("text/html", b"<html><body><h1>502 Bad Gateway</h1></body></html>"),
+    # Declared JSON, cut short.
+    "garbage-json": ("application/json", b'{"id": "chatcmpl-x", "choices": [{"message": {"conte'),
+    # JSON of another API's shape.
+    "garbage-shape": ("application/json", b'{"object": "list", "data": [], "detail": "overloaded"}'),
+    # A completion whose content is not text.
+    "garbage-content": (
+        "application/json",
+        json.dumps(
+            {"object": "chat.completion", "choices": [{"index": 0, "message": {"content": 42}}]}
+        ).encode(),
+    ),
+    # A stream of chunks of the wrong shape.
+    "garbage-stream": (
+        "text/event-stream",
+        _chunk_of({"object": "chat.completion.chunk", "choices": "lots"})
+        + _chunk_of([1, 2, 3])
+        + b"data: [DONE]\n\n",
+    ),
+    # Event-stream framing with nothing in it.
+    "garbage-stream-text": ("text/event-stream", b"this is not a server-sent event stream\n\n"),
+}
 
 
 def _passages(prompt: str) -> list[tuple[int, str, str]]:
@@ -155,6 +188,15 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         self.server.requests.append(body)
         prompt = "\n".join(m.get("content") or "" for m in body.get("messages", []))
+        garbage = GARBAGE.get(str(body.get("model", "")))
+        if garbage is not None:
+            content_type, data = garbage
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         agent = _agent_reply(body)
         if agent is not None and body.get("stream"):
             pieces = agent[1]["stream"]

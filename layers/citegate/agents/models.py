@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from citegate.answering.completion import MalformedReply, reply_message, stream_text
 from citegate.errors import InvalidRequest, ModelUnavailable
 
 if TYPE_CHECKING:
@@ -175,19 +176,18 @@ class ChatModel:
                 temperature=temperature,
                 **({"tools": tools} if tools else {}),
             )
-        except openai.OpenAIError as error:
+            # A 200 whose body is not a chat completion: not JSON, or JSON of another shape.
+            message = reply_message(completion)
+        except (openai.OpenAIError, ValueError, RecursionError) as error:
             raise ModelUnavailable(_why(error), details={"model_id": self.spec.id}) from error
-        message = completion.choices[0].message if completion.choices else None
         calls = []
-        for call in (message.tool_calls if message else None) or []:
+        for call in message.tool_calls:
             try:
-                arguments = json.loads(call.function.arguments or "{}")
-            except json.JSONDecodeError:
+                arguments = json.loads(call.arguments or "{}")
+            except (ValueError, RecursionError):
                 arguments = {}
-            calls.append(
-                ToolCall(call.id, call.function.name, arguments if isinstance(arguments, dict) else {})
-            )
-        return Reply(content=(message.content if message else None) or "", tool_calls=calls)
+            calls.append(ToolCall(call.id, call.name, arguments if isinstance(arguments, dict) else {}))
+        return Reply(content=message.content, tool_calls=calls)
 
     def stream(self, messages: list[dict[str, Any]], *, temperature: float = 0.3) -> Iterator[str]:
         """The reply's text as it is generated, delta by delta (never the accumulated text)."""
@@ -198,12 +198,10 @@ class ChatModel:
             chunks = self._openai().chat.completions.create(
                 model=self.spec.model, messages=messages, temperature=temperature, stream=True
             )
-            for chunk in chunks:
-                delta = chunk.choices[0].delta.content if chunk.choices else None
-                if delta:
-                    yield delta
-        # A stream can also break after it started: a dropped connection or a garbled chunk.
-        except (openai.OpenAIError, httpx.HTTPError, ValueError) as error:
+            yield from stream_text(chunks)
+        # A stream can also break after it started: a dropped connection or a garbled chunk; or
+        # never be one (a 200 of HTML, of plain JSON, of chunks of another shape, of no text).
+        except (openai.OpenAIError, httpx.HTTPError, ValueError, RecursionError) as error:
             raise ModelUnavailable(_why(error), details={"model_id": self.spec.id}) from error
 
 
@@ -218,4 +216,8 @@ def _why(error: Exception) -> str:
         return "the model is unreachable"
     if isinstance(error, openai.OpenAIError):
         return f"the model refused the request: {type(error).__name__}"
+    if isinstance(error, MalformedReply):
+        return f"the model's reply was not a chat completion: {error}"
+    if isinstance(error, ValueError | RecursionError):
+        return f"the model's reply was not a chat completion: {type(error).__name__}"
     return f"the model's reply broke off: {type(error).__name__}"

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from citegate.answering.base import AnswererUnavailable, Draft, Evidence
+from citegate.answering.completion import MalformedReply, reply_message
 
 SYSTEM_PROMPT = """You answer questions strictly from the numbered passages you are given.
 Rules:
@@ -106,9 +107,10 @@ class OpenAIChatAnswerer:
             raise AnswererUnavailable(f"the model is unreachable: {type(error).__name__}") from error
         except openai.APIStatusError as error:
             raise AnswererUnavailable(f"the model answered HTTP {error.status_code}") from error
-        choice = completion.choices[0] if completion.choices else None
-        content = choice.message.content if choice and choice.message else None
-        return content or ""
+        except (openai.OpenAIError, ValueError, RecursionError) as error:
+            # A 200 whose body is not JSON (the client's JSON decoding fails), or is refused by it.
+            raise AnswererUnavailable(f"the model's reply was not a chat completion: {error}") from error
+        return _content(completion)
 
     def answer(self, question: str, evidence: Sequence[Evidence]) -> Draft:
         if not evidence:
@@ -168,7 +170,21 @@ def _model_only(self: OpenAIChatAnswerer, question: str) -> str:
         )
     except (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError) as error:
         raise AnswererUnavailable(f"the model is unreachable: {type(error).__name__}") from error
-    return str(completion.choices[0].message.content or "").strip()
+    except (openai.OpenAIError, ValueError, RecursionError) as error:
+        raise AnswererUnavailable(f"the model's reply was not a chat completion: {error}") from error
+    answer = _content(completion).strip()
+    if not answer:
+        raise AnswererUnavailable("the model's reply was empty")
+    return answer
+
+
+def _content(completion: Any) -> str:
+    """The reply's text; a reply that is not a chat completion (HTML, an error object, a list, a
+    number where the text should be) is AnswererUnavailable, not something to repair."""
+    try:
+        return reply_message(completion).content
+    except MalformedReply as error:
+        raise AnswererUnavailable(f"the model's reply was not a chat completion: {error}") from error
 
 
 OpenAIChatAnswerer.answer_from_model = _model_only  # type: ignore[attr-defined]
@@ -182,6 +198,8 @@ def parse_answer(raw: str) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"not JSON ({error.msg})") from error
+    except RecursionError as error:
+        raise ValueError("JSON nested too deeply") from error
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     if not isinstance(data.get("answer", ""), str):

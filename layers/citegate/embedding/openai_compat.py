@@ -131,11 +131,14 @@ class OpenAICompatibleEmbedder:
             ) from exc
         except openai.OpenAIError as exc:
             raise EmbeddingUnavailable(f"embedding request to {where} failed: {exc}") from exc
+        except (ValueError, RecursionError) as exc:  # a 200 whose body is not JSON
+            raise EmbeddingUnavailable(f"embedding endpoint {where} answered with no JSON: {exc}") from exc
 
     def _embed(self, inputs: list[str]) -> Matrix:
         response = self._request(inputs)
         where = f"embedding endpoint {self.base_url}"
-        data = list(getattr(response, "data", None) or [])
+        data = getattr(response, "data", None)
+        data = data if isinstance(data, list) else []  # HTML, an error object: no embeddings
         if len(data) != len(inputs):
             raise EmbeddingUnavailable(f"{where} returned {len(data)} embeddings for {len(inputs)} inputs")
         try:

@@ -92,7 +92,9 @@ def _decode_header(token: str) -> dict[str, Any] | None:
         header = json.loads(_b64url_decode(parts[0]))
         _b64url_decode(parts[1])
         _b64url_decode(parts[2])
-    except (ValueError, binascii.Error):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    # JSONDecodeError and UnicodeDecodeError are ValueErrors; a header nested thousands of levels
+    # deep (a forged token fits 6,000 in its 16 KB) exhausts the decoder's recursion instead.
+    except (ValueError, binascii.Error, RecursionError):
         return None
     if not isinstance(header, dict) or not isinstance(header.get("alg"), str):
         return None

@@ -276,15 +276,24 @@ class IngestionService:
             )
         root = root.resolve()
         candidate = Path(request.file_path or "")
-        path = (candidate if candidate.is_absolute() else root / candidate).resolve()
-        # resolve() follows symlinks, so a link pointing outside the folder is refused too.
-        if not path.is_relative_to(root):
-            raise Forbidden(f"file_path must be inside {root}", details={"field": "file_path"})
-        if not path.is_file():
-            raise InvalidRequest(f"no such file: {request.file_path}", details={"field": "file_path"})
-        self._check_size(path.stat().st_size, settings.max_document_bytes, "file_path")
+        try:
+            path = (candidate if candidate.is_absolute() else root / candidate).resolve()
+            # resolve() follows symlinks, so a link pointing outside the folder is refused too.
+            if not path.is_relative_to(root):
+                raise Forbidden(f"file_path must be inside {root}", details={"field": "file_path"})
+            if not path.is_file():
+                raise InvalidRequest(f"no such file: {request.file_path}", details={"field": "file_path"})
+            self._check_size(path.stat().st_size, settings.max_document_bytes, "file_path")
+            data = path.read_bytes()
+        except (OSError, ValueError) as error:
+            # A name the system refuses (too long, a NUL), a folder read as a file, a file that
+            # went away or cannot be read: the caller's path, not a server failure.
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            raise InvalidRequest(
+                f"file_path cannot be read: {reason}", details={"field": "file_path"}
+            ) from error
         source_name = request.source_name or str(path.relative_to(root))
-        return Source(path.read_bytes(), source_name, request.mime_type)
+        return Source(data, source_name, request.mime_type)
 
     @staticmethod
     def _check_size(size: int, limit: int, field: str) -> None:

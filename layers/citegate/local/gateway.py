@@ -24,6 +24,8 @@ import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route as StarletteRoute
@@ -353,6 +355,29 @@ async def openapi_docs(request: Request) -> Response:
     return HTMLResponse(openapi.docs_html())
 
 
+class _AnyPath(Convertor[str]):
+    """Starlette's `path` convertor is `.*`, which stops at a newline: a path holding %0A missed
+    the catch-all route and got Starlette's plain-text 404."""
+
+    regex = "(?s:.*)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("anypath", _AnyPath())
+
+
+async def _refused_by_router(request: Request, error: Exception) -> Response:
+    """What Starlette itself refuses (a method no route takes, say) in the decided JSON shape."""
+    status = int(getattr(error, "status_code", 400))
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "invalid_request")
+    return _error(status, code, f"{request.method} is not served on {request.url.path}", str(uuid.uuid4()))
+
+
 def create_app() -> Starlette:
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
     return Starlette(
@@ -360,6 +385,7 @@ def create_app() -> Starlette:
             # The API's own description, served by the local gateway only (not one of ROUTES).
             StarletteRoute("/openapi.json", openapi_json, methods=["GET"]),
             StarletteRoute("/docs", openapi_docs, methods=["GET"]),
-            StarletteRoute("/{path:path}", dispatch, methods=methods),  # must stay last
-        ]
+            StarletteRoute("/{path:anypath}", dispatch, methods=methods),  # must stay last
+        ],
+        exception_handlers={HTTPException: _refused_by_router},
     )

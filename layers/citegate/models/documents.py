@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from citegate.models.common import StrictModel
+from citegate.models.common import MAX_FREE_FORM_DEPTH, StrictModel, nesting_depth
 
 SOURCE_FIELDS = ("text", "base64_file", "s3_key", "file_path")
 
@@ -21,6 +21,15 @@ class DocumentMetadata(BaseModel):
     version: str = Field("", max_length=100)
     url: str = Field("", max_length=2000)
 
+    @model_validator(mode="after")
+    def not_too_deep(self) -> DocumentMetadata:
+        # Other keys are kept as given, nested at most MAX_FREE_FORM_DEPTH levels: the stores
+        # walk them recursively and DynamoDB refuses items nested more than 32 levels.
+        for key, value in (self.model_extra or {}).items():
+            if nesting_depth(value) > MAX_FREE_FORM_DEPTH:
+                raise ValueError(f"metadata.{key} is nested more than {MAX_FREE_FORM_DEPTH} levels deep")
+        return self
+
 
 class IngestRequest(StrictModel):
     text: str | None = None
@@ -31,6 +40,14 @@ class IngestRequest(StrictModel):
     title: str | None = Field(None, max_length=500)
     mime_type: str | None = Field(None, max_length=200)
     metadata: DocumentMetadata = Field(default_factory=DocumentMetadata)
+
+    @field_validator("file_path")
+    @classmethod
+    def a_path_the_system_can_name(cls, value: str | None) -> str | None:
+        # No file system accepts NUL in a name; the OS calls would fail on it, not answer.
+        if value is not None and "\x00" in value:
+            raise ValueError("file_path must not contain a NUL character")
+        return value
 
     @model_validator(mode="after")
     def exactly_one_source(self) -> IngestRequest:

@@ -240,6 +240,8 @@ def test_plain_http_only_on_loopback() -> None:
         b64url(b"[1]") + ".e30.sig",
         "eyJhbGciOiJSUzI1NiJ9.e30.c2ln!",
         "x" * 20_000,
+        # A header nested 5,000 levels deep (16 KB): the JSON decoder's recursion gives out.
+        b64url(b"[" * 5_000 + b"]" * 5_000) + ".e30.sig",
     ],
 )
 def test_malformed_tokens(issuer: OidcIssuer, token: str) -> None:
