@@ -2,14 +2,14 @@
 
 from citegate.container import services
 from citegate.errors import InvalidRequest
-from citegate.http.api import govern, http_handler, json_response, make_resolver, query_param
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, query_param
 
 app = make_resolver()
 
 
 @app.get("/admin/audit")
 def list_audit():  # type: ignore[no-untyped-def]
-    call = govern(app, "admin")
+    call = authorized(app)
     try:
         limit = int(query_param(app, "limit") or 100)
     except ValueError as error:

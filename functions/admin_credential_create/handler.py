@@ -1,7 +1,7 @@
 """POST /admin/agents/{agent_id}/credentials: issue an agent token or caller agent key (shown once)."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
@@ -10,7 +10,7 @@ app = make_resolver()
 def issue(agent_id: str):  # type: ignore[no-untyped-def]
     from citegate.models.admin import CredentialRequest
 
-    call = govern(app, "admin", write="admin")
+    call = authorized(app)
     request = parse_body(app, CredentialRequest, allow_empty=True)
     issued = services().policies.issue_credential(
         agent_id, call.principal.tenant_id, request.kind, request.description

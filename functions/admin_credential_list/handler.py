@@ -1,14 +1,14 @@
 """GET /admin/agents/{agent_id}/credentials: the agent's credentials (never their secrets)."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver
+from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 
 
 @app.get("/admin/agents/<agent_id>/credentials")
 def list_credentials(agent_id: str):  # type: ignore[no-untyped-def]
-    call = govern(app, "admin")
+    call = authorized(app)
     items = [
         c
         for c in services().policies.list_credentials(agent_id)

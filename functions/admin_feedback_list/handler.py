@@ -5,7 +5,7 @@ from typing import cast, get_args
 
 from citegate.container import services
 from citegate.errors import InvalidRequest
-from citegate.http.api import govern, http_handler, json_response, make_resolver, query_param
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, query_param
 
 app = make_resolver()
 
@@ -15,7 +15,7 @@ def list_feedback():  # type: ignore[no-untyped-def]
     from citegate.feedback import feedback_service
     from citegate.models.feedback import Kind, Status
 
-    call = govern(app, "admin")
+    call = authorized(app)
     kind = query_param(app, "kind") or None
     status = query_param(app, "status") or None
     if kind is not None and kind not in get_args(Kind):

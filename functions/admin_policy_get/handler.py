@@ -2,14 +2,14 @@
 
 from citegate.container import services
 from citegate.errors import NotFound
-from citegate.http.api import govern, http_handler, json_response, make_resolver
+from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 
 
 @app.get("/admin/policies/<principal_key>")
 def get_policy(principal_key: str):  # type: ignore[no-untyped-def]
-    call = govern(app, "admin")
+    call = authorized(app)
     policy = services().policies.find(principal_key)
     if policy is None or policy.tenant_id != call.principal.tenant_id:
         raise NotFound(f"no policy for {principal_key!r}", details={"principal_key": principal_key})

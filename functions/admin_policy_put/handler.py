@@ -2,7 +2,7 @@
 
 from citegate.container import services
 from citegate.errors import Forbidden
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
@@ -11,7 +11,7 @@ app = make_resolver()
 def put_policy(principal_key: str):  # type: ignore[no-untyped-def]
     from citegate.policy.model import Policy, PolicyUpdate
 
-    call = govern(app, "admin", write="admin")
+    call = authorized(app)
     body = parse_body(app, PolicyUpdate)
     tenant = body.tenant_id or call.principal.tenant_id
     if tenant != call.principal.tenant_id:

@@ -13,7 +13,7 @@ def ask_tool():  # type: ignore[no-untyped-def]
     from citegate.models.answer import AskBody
 
     body = parse_body(app, AskBody)
-    call = govern(app, "ask", requested=body.scope)
+    call = govern(app, requested=body.scope)
     current_call().note(purpose=body.caller.purpose)
     asked = answer_question(services(), call, body.question, top_k=body.topK, require_citations=True)
     return json_response(200, asked.result.model_dump())

@@ -1,7 +1,7 @@
 """POST /api/v1/agent/chats: a new chat of the caller's own (spec 001 3.1.1)."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("chat")
 
@@ -11,7 +11,7 @@ def create_chat_route():  # type: ignore[no-untyped-def]
     from citegate.chats.service import IDEMPOTENCY_HEADER, create_chat, idempotency_key
     from citegate.models.chats import ChatCreateBody
 
-    call = govern(app, "chat")
+    call = authorized(app)
     body = parse_body(app, ChatCreateBody, allow_empty=True)
     key = idempotency_key(app.current_event.headers.get(IDEMPOTENCY_HEADER))
     chat = create_chat(services(), call.principal, body.title, key)

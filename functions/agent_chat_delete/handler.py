@@ -1,7 +1,7 @@
 """DELETE /api/v1/agent/chats/{chat_id}: one of the caller's chats, with all its messages."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver
+from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver("chat")
 
@@ -10,7 +10,7 @@ app = make_resolver("chat")
 def delete_chat_route(chat_id: str):  # type: ignore[no-untyped-def]
     from citegate.chats.service import delete_chat
 
-    call = govern(app, "chat")
+    call = authorized(app)
     delete_chat(services(), call.principal, chat_id)
     return json_response(200, {"id": chat_id, "deleted": True})
 

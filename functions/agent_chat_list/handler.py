@@ -1,7 +1,7 @@
 """GET /api/v1/agent/chats: the caller's chats, most recently updated first (spec 001 3.1.2)."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, query_param
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, query_param
 
 app = make_resolver("chat")
 
@@ -10,7 +10,7 @@ app = make_resolver("chat")
 def list_chats_route():  # type: ignore[no-untyped-def]
     from citegate.chats.service import list_chats, list_limit
 
-    call = govern(app, "chat")
+    call = authorized(app)
     limit = list_limit(query_param(app, "limit"))
     return json_response(200, list_chats(services(), call.principal, limit).model_dump())
 

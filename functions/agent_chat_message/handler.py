@@ -1,7 +1,7 @@
 """POST /api/v1/agent/chats/{chat_id}/messages: a turn, streamed as SSE or one JSON reply (3.1.4)."""
 
 from citegate.container import services
-from citegate.http.api import govern, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, json_response, make_resolver, parse_body
 from citegate.http.streaming import sse_handler, stream_response
 
 app = make_resolver("chat")
@@ -12,7 +12,7 @@ def send_message_route(chat_id: str):  # type: ignore[no-untyped-def]
     from citegate.chats.service import IDEMPOTENCY_HEADER, idempotency_key, start_turn
     from citegate.models.chats import MessageBody
 
-    call = govern(app, "chat")
+    call = authorized(app)
     body = parse_body(app, MessageBody)
     key = idempotency_key(app.current_event.headers.get(IDEMPOTENCY_HEADER))
     # An unknown model or chat is refused here, as a JSON error, before any stream starts.

@@ -1,7 +1,7 @@
 """PATCH /api/v1/agent/chats/{chat_id}: rename one of the caller's chats."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("chat")
 
@@ -11,7 +11,7 @@ def rename_chat_route(chat_id: str):  # type: ignore[no-untyped-def]
     from citegate.chats.service import rename_chat
     from citegate.models.chats import ChatRenameBody
 
-    call = govern(app, "chat")
+    call = authorized(app)
     body = parse_body(app, ChatRenameBody)
     return json_response(200, rename_chat(services(), call.principal, chat_id, body.title).model_dump())
 

@@ -5,11 +5,9 @@ caller's idempotencyKey. Anonymous readers may report too: the public-read polic
 """
 
 from citegate.container import services
-from citegate.errors import InvalidRequest
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body, request_id
 
 app = make_resolver("answer")
-TOOL = "create_feedback"
 
 
 @app.post("/agent/tools/create_feedback")
@@ -18,13 +16,8 @@ def create_feedback():  # type: ignore[no-untyped-def]
     from citegate.governance import current_call
     from citegate.models.feedback import FeedbackBody
 
-    try:
-        body = parse_body(app, FeedbackBody)
-    except InvalidRequest:
-        # Who may call is decided before what they sent: a stranger gets 401/403, not a schema hint.
-        govern(app, TOOL, write="feedback", allow_anonymous=True)
-        raise
-    call = govern(app, TOOL, write="feedback", requested=body.scope, allow_anonymous=True)
+    body = parse_body(app, FeedbackBody)
+    call = govern(app, requested=body.scope)
     current_call().note(query=body.question, purpose=body.caller.purpose)
     result, replayed = feedback_service(services()).report(
         "feedback",

@@ -5,11 +5,9 @@ action, so anonymous readers cannot open tasks.
 """
 
 from citegate.container import services
-from citegate.errors import InvalidRequest
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body, request_id
 
 app = make_resolver("answer")
-TOOL = "create_improvement_task"
 
 
 @app.post("/agent/tools/create_improvement_task")
@@ -18,13 +16,8 @@ def create_improvement_task():  # type: ignore[no-untyped-def]
     from citegate.governance import current_call
     from citegate.models.feedback import ImprovementTaskBody
 
-    try:
-        body = parse_body(app, ImprovementTaskBody)
-    except InvalidRequest:
-        # Who may call is decided before what they sent: a stranger gets 401/403, not a schema hint.
-        govern(app, TOOL, write="improvement_task")
-        raise
-    call = govern(app, TOOL, write="improvement_task", requested=body.scope)
+    body = parse_body(app, ImprovementTaskBody)
+    call = govern(app, requested=body.scope)
     current_call().note(query=body.question, purpose=body.caller.purpose)
     result, replayed = feedback_service(services()).report(
         "improvement_task",

@@ -12,7 +12,7 @@ def get_context_tool():  # type: ignore[no-untyped-def]
     from citegate.models.answer import GetContextBody
 
     body = parse_body(app, GetContextBody)
-    call = govern(app, "get_context", requested=body.scope)
+    call = govern(app, requested=body.scope)
     return json_response(200, agent_tools.get_context(services(), call, body.task, body.tokenBudget))
 
 

@@ -12,7 +12,7 @@ def get_page_tool():  # type: ignore[no-untyped-def]
     from citegate.models.answer import GetPageBody
 
     body = parse_body(app, GetPageBody)
-    call = govern(app, "get_page", requested=body.scope)
+    call = govern(app, requested=body.scope)
     return json_response(200, agent_tools.get_page(services(), call, body.path, body.version))
 
 

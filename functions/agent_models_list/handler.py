@@ -1,7 +1,7 @@
 """GET /api/v1/agent/models: the chat models the caller may pick (spec 001's model switching)."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver
+from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver("chat")
 
@@ -10,7 +10,7 @@ app = make_resolver("chat")
 def list_models_route():  # type: ignore[no-untyped-def]
     from citegate.chats.service import list_models
 
-    call = govern(app, "chat")
+    call = authorized(app)
     return json_response(200, list_models(services(), call).model_dump())
 
 

@@ -13,7 +13,7 @@ def search_tool():  # type: ignore[no-untyped-def]
     from citegate.models.answer import SearchBody
 
     body = parse_body(app, SearchBody)
-    call = govern(app, "search", requested=body.scope)
+    call = govern(app, requested=body.scope)
     current_call().note(purpose=body.caller.purpose)
     return json_response(200, agent_tools.search(services(), call, body.query, body.topK))
 

@@ -14,7 +14,7 @@ def create_session():  # type: ignore[no-untyped-def]
 
     s = services()
     body = parse_body(app, SessionCreateBody, allow_empty=True)
-    call = govern(app, "answer_sessions", requested=body.scope, allow_anonymous=True)
+    call = govern(app, requested=body.scope)
     session, token = s.sessions.create(call.principal, call.scope)
     reply = {
         "sessionId": session["session_id"],

@@ -16,7 +16,7 @@ def add_turn(sessionId: str):  # type: ignore[no-untyped-def]
     s = services()
     body = parse_body(app, TurnBody)
     # The caller is re-authorized on every turn; the session's scope is the most it may see.
-    call = govern(app, "answer_turns", requested=body.scope, allow_anonymous=True)
+    call = govern(app, requested=body.scope)
     token = app.current_event.headers.get(SESSION_TOKEN_HEADER)
     session = s.sessions.open(sessionId, token, call.principal)
     current_call().note(session_id=sessionId)

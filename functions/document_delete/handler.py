@@ -1,7 +1,7 @@
 """DELETE /v1/kb/{kb_id}/documents/{document_id}: no chunk, parent, file or record is left behind."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver
+from citegate.http.api import http_handler, json_response, make_resolver
 
 app = make_resolver()
 
@@ -9,7 +9,6 @@ app = make_resolver()
 @app.delete("/v1/kb/<kb_id>/documents/<document_id>")
 def delete_document(kb_id: str, document_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    govern(app, "rag_delete_document", kb_id=kb_id, write="ingest")
     return json_response(200, s.ingestion.delete_document(kb_id, document_id))
 
 

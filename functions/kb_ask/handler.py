@@ -1,7 +1,7 @@
 """POST /v1/kb/{kb_id}/ask: an answer bound to its evidence, or a plain no-answer with a reason."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
@@ -13,7 +13,7 @@ def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
     from citegate.models.retrieval import AskRequest
 
     s = services()
-    call = govern(app, "rag_ask", kb_id=kb_id)
+    call = authorized(app)
     request = parse_body(app, AskRequest)
     outcome = ask(
         s,

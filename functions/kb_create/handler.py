@@ -1,7 +1,7 @@
 """POST /v1/kb: create a knowledge base (409 kb_exists when the id is taken)."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
@@ -11,7 +11,7 @@ def create():  # type: ignore[no-untyped-def]
     from citegate.knowledge_bases import create_kb
     from citegate.models.kb import CreateKbRequest
 
-    call = govern(app, "rag_create_kb", write="kb_admin")
+    call = authorized(app)
     kb = create_kb(services(), parse_body(app, CreateKbRequest), call.principal)
     return json_response(201, kb.model_dump())
 

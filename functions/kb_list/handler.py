@@ -1,7 +1,7 @@
 """GET /v1/kb: the caller's tenant's knowledge bases."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver
+from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 
@@ -10,7 +10,7 @@ app = make_resolver()
 def list_all():  # type: ignore[no-untyped-def]
     from citegate.knowledge_bases import list_kbs
 
-    call = govern(app, "rag_list_kb")
+    call = authorized(app)
     kbs = [kb for kb in list_kbs(services(), call.principal) if call.policy.allows_kb(kb.kb_id)]
     return json_response(200, {"knowledge_bases": [kb.model_dump() for kb in kbs]})
 

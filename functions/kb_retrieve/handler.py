@@ -1,7 +1,7 @@
 """POST /v1/kb/{kb_id}/retrieve: hybrid retrieval in one knowledge base (ref_id, chunk_text, score)."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
@@ -13,7 +13,7 @@ def retrieve_route(kb_id: str):  # type: ignore[no-untyped-def]
     from citegate.retrieval import retrieve
 
     s = services()
-    call = govern(app, "rag_retrieve", kb_id=kb_id)
+    call = authorized(app)
     request = parse_body(app, RetrieveRequest)
     scope = call.search_scope(frozenset({kb_id}), request.source_names)
     found = retrieve(s, scope, request.query, top_k=request.top_k, score_threshold=request.score_threshold)

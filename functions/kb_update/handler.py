@@ -1,7 +1,7 @@
 """PATCH /v1/kb/{kb_id}: rename, describe, or move between working and approved."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
@@ -11,7 +11,7 @@ def update(kb_id: str):  # type: ignore[no-untyped-def]
     from citegate.knowledge_bases import update_kb
     from citegate.models.kb import UpdateKbRequest
 
-    call = govern(app, "rag_update_kb", kb_id=kb_id, write="kb_admin")
+    call = authorized(app)
     kb = update_kb(services(), kb_id, parse_body(app, UpdateKbRequest), call.principal)
     return json_response(200, kb.model_dump())
 

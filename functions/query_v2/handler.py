@@ -15,7 +15,7 @@ def query_route():  # type: ignore[no-untyped-def]
 
     body = parse_body(app, QueryV2Body)
     requested = RequestedScope(includeWorkingDocs=True) if body.include_working_docs else None
-    call = govern(app, "query_v2", requested=requested, allow_anonymous=True)
+    call = govern(app, requested=requested)
     s = services()
     s.chat_models.get(body.model_id)  # an unknown model is refused before the stream starts
     request = QueryV2(body.query, top_k=body.top_k, model_id=body.model_id)

@@ -2,7 +2,7 @@
 
 from citegate.container import services
 from citegate.errors import TaskNotFound
-from citegate.http.api import govern, http_handler, json_response, make_resolver
+from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 
@@ -10,7 +10,7 @@ app = make_resolver()
 @app.get("/v1/tasks/<task_id>")
 def get_task(task_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    call = govern(app, "rag_task_status")
+    call = authorized(app)
     task = s.tasks.get(task_id)
     kb = s.kbs.find(task.kb_id)
     if kb is None or kb.tenant_id != call.principal.tenant_id or not call.policy.allows_kb(kb.kb_id):

@@ -1,7 +1,7 @@
 """POST /api/v1/web/read: read pages as Markdown, several concurrently (spec 001 3.2.2)."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("chat")  # spec 001's error codes
 
@@ -12,7 +12,7 @@ def web_read_route():  # type: ignore[no-untyped-def]
     from citegate.models.web import WebReadRequest
     from citegate.web.service import require_web
 
-    call = govern(app, "web_read")
+    call = authorized(app)
     require_web(call.policy)
     request = parse_body(app, WebReadRequest)
     read = services().web.read(call.policy, request)

@@ -1,7 +1,7 @@
 """POST /api/v1/web/search: web search through the configured provider (spec 001 3.2.1)."""
 
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("chat")  # spec 001's error codes
 
@@ -12,7 +12,7 @@ def web_search_route():  # type: ignore[no-untyped-def]
     from citegate.models.web import WebSearchRequest
     from citegate.web.service import require_web
 
-    call = govern(app, "web_search")
+    call = authorized(app)
     require_web(call.policy)
     request = parse_body(app, WebSearchRequest)
     record = current_call()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from citegate.audit import AuditRecord, now_iso
@@ -136,6 +136,7 @@ class Authorized:
     policy: Policy
     scope: EffectiveScope
     kb: KnowledgeBase | None = None
+    working_allowed: bool = False  # the policy grants working docs to this principal
 
     def search_scope(self, kb_ids: frozenset[str], source_names: list[str] | None = None) -> Scope:
         """The retrieval scope: the effective scope, narrowed to the files the policy grants."""
@@ -163,16 +164,19 @@ def maintainer(principal: Principal, claim: str) -> bool:
 KB_READ_MAX_AGE = 5.0
 
 
-def authorize(
+def admit(
     s: Services,
     principal: Principal,
     tool: str,
     *,
     kb_id: str | None = None,
     write: WriteAction | None = None,
-    requested: RequestedScope | None = None,
     allow_anonymous: bool = False,
+    tool_granted: bool = False,
 ) -> Authorized:
+    """The checks a route's declaration settles before its body is read (citegate.http.admission):
+    token and identity, the policy, rate limits, the tool; then the knowledge base named in the
+    path and the write action, for routes whose body carries no requested scope."""
     record = current_call()
     record.principal = principal
     record.tool = tool
@@ -189,39 +193,83 @@ def authorize(
         )
     _rate_limit(s, principal, policy, record.source_ip)
     _check_token_budget(s, principal, policy)
-    # 4. tool
-    if not policy.allows_tool(tool):
+    # 4. tool (`tool_granted`: a route every caller with a policy may use, such as /v1/me)
+    if not tool_granted and not policy.allows_tool(tool):
         raise ForbiddenTool(f"the tool {tool!r} is not granted to {principal.id!r}", details={"tool": tool})
-    # 5. scope subset
-    if requested is not None:
-        record.requested_scope = requested.model_dump(exclude_none=True)
     working_allowed = policy.working_docs and (
         principal.type != "human" or maintainer(principal, s.settings.maintainer_claim)
     )
+    call = Authorized(
+        principal, policy, _effective(None, policy, working_allowed), working_allowed=working_allowed
+    )
+    record.effective_scope = call.scope.model_dump(exclude_none=True)
+    if kb_id is not None:
+        call.kb = _dataset(s, call, kb_id, write)
+    if write is not None:
+        _write_action(s, call, write)
+    return call
+
+
+def narrow(
+    s: Services, call: Authorized, requested: RequestedScope | None, *, write: WriteAction | None = None
+) -> Authorized:
+    """Step 5 with the scope the body asks for (a request, never a grant), then step 7."""
+    record = current_call()
+    if requested is not None:
+        record.requested_scope = requested.model_dump(exclude_none=True)
+    narrowed = replace(call, scope=_effective(requested, call.policy, call.working_allowed))
+    record.effective_scope = narrowed.scope.model_dump(exclude_none=True)
+    if write is not None:
+        _write_action(s, narrowed, write)
+    return narrowed
+
+
+def authorize(
+    s: Services,
+    principal: Principal,
+    tool: str,
+    *,
+    kb_id: str | None = None,
+    write: WriteAction | None = None,
+    requested: RequestedScope | None = None,
+    allow_anonymous: bool = False,
+) -> Authorized:
+    """Every check of spec 000 6.2 in its order, at once (for callers outside a route's entry)."""
+    call = narrow(s, admit(s, principal, tool, allow_anonymous=allow_anonymous), requested)
+    if kb_id is not None:
+        call.kb = _dataset(s, call, kb_id, write)
+    if write is not None:
+        _write_action(s, call, write)
+    return call
+
+
+def _effective(requested: RequestedScope | None, policy: Policy, working_allowed: bool) -> EffectiveScope:
     try:
-        scope = effective_scope(requested, policy.scope, working_docs_allowed=working_allowed)
+        return effective_scope(requested, policy.scope, working_docs_allowed=working_allowed)
     except ScopeViolation as error:
         raise ForbiddenScope(str(error)) from error
-    record.effective_scope = scope.model_dump(exclude_none=True)
-    # 6. dataset
-    kb = None
-    if kb_id is not None:
-        # A read may check a copy of the knowledge base up to KB_READ_MAX_AGE old; a write reads it.
-        kb = s.kbs.get(
-            kb_id, tenant_id=principal.tenant_id, max_age=None if write is not None else KB_READ_MAX_AGE
-        )
-        readable = policy.allows_kb(kb_id) and (
-            kb.status == "approved" or working_allowed or kb_id in policy.knowledge_bases
-        )
-        if not readable:
-            raise DatasetNotAllowed(f"knowledge base {kb_id!r} is not granted", details={"kb_id": kb_id})
-        record.knowledge_bases = [kb_id]
-    # 7. write action
-    if write is not None:
-        if not policy.allows_write(write):
-            raise Forbidden(f"the write action {write!r} is not granted", details={"action": write})
-        _write_pending(s, record)
-    return Authorized(principal, policy, scope, kb)
+
+
+def _dataset(s: Services, call: Authorized, kb_id: str, write: WriteAction | None) -> KnowledgeBase:
+    """6. The knowledge base: granted, and approved unless working docs are."""
+    # A read may check a copy of the knowledge base up to KB_READ_MAX_AGE old; a write reads it.
+    kb = s.kbs.get(
+        kb_id, tenant_id=call.principal.tenant_id, max_age=None if write is not None else KB_READ_MAX_AGE
+    )
+    readable = call.policy.allows_kb(kb_id) and (
+        kb.status == "approved" or call.working_allowed or kb_id in call.policy.knowledge_bases
+    )
+    if not readable:
+        raise DatasetNotAllowed(f"knowledge base {kb_id!r} is not granted", details={"kb_id": kb_id})
+    current_call().knowledge_bases = [kb_id]
+    return kb
+
+
+def _write_action(s: Services, call: Authorized, write: WriteAction) -> None:
+    """7. The write action; before anything changes, the call's audit record exists."""
+    if not call.policy.allows_write(write):
+        raise Forbidden(f"the write action {write!r} is not granted", details={"action": write})
+    _write_pending(s, current_call())
 
 
 def readable_kbs(s: Services, authorized: Authorized, *, include_working: bool) -> list[KnowledgeBase]:

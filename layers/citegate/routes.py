@@ -8,19 +8,33 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from citegate.policy.model import WriteAction
 
 Auth = Literal["none", "principal"]
 
 
 @dataclass(frozen=True)
 class Route:
+    """A route and what the shared HTTP layer checks before its handler reads the body
+    (citegate.http.admission): the caller, the policy, the tool, the knowledge base in the path
+    and the write action. A `scoped` route's body may ask for a narrower scope; the handler passes
+    it to `govern`, which checks it (and the write action after it, as spec 000 6.2 orders)."""
+
     method: str
     path: str  # API Gateway style: /v1/kb/{kb_id}
     function: str  # folder name under functions/
     tool: str | None = None  # the name policies grant (spec 004's tool names for /v1)
     auth: Auth = "principal"
     streaming: bool = False
+    anonymous: bool = False  # public-read callers may call it (their policy still decides)
+    write: WriteAction | None = None  # the write action the route performs
+    scoped: bool = False  # the body carries a requested scope (spec 000 section 4)
+    every_caller: bool = False  # no grant needed beyond a policy (who am I, what may I use)
+    # Spec 002 carries the caller agent key in the body, where no authorizer sees it.
+    body_credential: Literal["caller_agent_key"] | None = None
 
     @property
     def route_key(self) -> str:
@@ -34,45 +48,76 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/healthz", "healthz", auth="none"),
     # Knowledge bases (spec 004; shapes decided in PRODUCT.md).
-    Route("POST", "/v1/kb", "kb_create", "rag_create_kb"),
+    Route("POST", "/v1/kb", "kb_create", "rag_create_kb", write="kb_admin"),
     Route("GET", "/v1/kb", "kb_list", "rag_list_kb"),
     Route("GET", "/v1/kb/{kb_id}", "kb_get", "rag_list_kb"),
-    Route("PATCH", "/v1/kb/{kb_id}", "kb_update", "rag_update_kb"),
+    Route("PATCH", "/v1/kb/{kb_id}", "kb_update", "rag_update_kb", write="kb_admin"),
     # Documents and ingestion.
-    Route("POST", "/v1/kb/{kb_id}/uploads", "upload_create", "rag_ingest"),
-    Route("POST", "/v1/kb/{kb_id}/documents", "document_ingest", "rag_ingest"),
+    Route("POST", "/v1/kb/{kb_id}/uploads", "upload_create", "rag_ingest", write="ingest"),
+    Route("POST", "/v1/kb/{kb_id}/documents", "document_ingest", "rag_ingest", write="ingest"),
     Route("GET", "/v1/kb/{kb_id}/documents", "document_list", "rag_list_documents"),
     Route("GET", "/v1/kb/{kb_id}/documents/{document_id}", "document_get", "rag_list_documents"),
-    Route("DELETE", "/v1/kb/{kb_id}/documents/{document_id}", "document_delete", "rag_delete_document"),
-    Route("POST", "/v1/kb/{kb_id}/reindex", "kb_reindex", "rag_reindex"),
+    Route(
+        "DELETE",
+        "/v1/kb/{kb_id}/documents/{document_id}",
+        "document_delete",
+        "rag_delete_document",
+        write="ingest",
+    ),
+    Route("POST", "/v1/kb/{kb_id}/reindex", "kb_reindex", "rag_reindex", write="ingest"),
     Route("GET", "/v1/tasks/{task_id}", "task_get", "rag_task_status"),
     # Who the caller is and what its policy grants (MCP lists only the tools a caller may use).
-    Route("GET", "/v1/me", "me", "me"),
+    Route("GET", "/v1/me", "me", "me", every_caller=True),
     # Retrieval and evidence-bound answers.
     Route("POST", "/v1/kb/{kb_id}/retrieve", "kb_retrieve", "rag_retrieve"),
     Route("POST", "/v1/kb/{kb_id}/ask", "kb_ask", "rag_ask"),
     Route("POST", "/v1/kb/{kb_id}/resolve_refs", "kb_resolve_refs", "rag_resolve_refs"),
     # Spec 002's governed knowledge entry for business agents (caller agent key).
-    Route("POST", "/api/v1/knowledge/query", "knowledge_query", "ka_retrieve"),
+    Route(
+        "POST",
+        "/api/v1/knowledge/query",
+        "knowledge_query",
+        "ka_retrieve",
+        body_credential="caller_agent_key",
+    ),
     # Spec 000: the Answer API for people and Agent Access tools for agents.
-    Route("POST", "/answer/ask", "answer_ask", "answer_ask"),
-    Route("POST", "/answer/sessions", "answer_session_create", "answer_sessions"),
-    Route("POST", "/answer/sessions/{sessionId}/turns", "answer_session_turn", "answer_turns"),
-    Route("POST", "/agent/tools/search", "agent_search", "search"),
-    Route("POST", "/agent/tools/ask", "agent_ask", "ask"),
-    Route("POST", "/agent/tools/get_page", "agent_get_page", "get_page"),
-    Route("POST", "/agent/tools/get_context", "agent_get_context", "get_context"),
-    Route("POST", "/agent/tools/create_feedback", "agent_create_feedback", "create_feedback"),
+    Route("POST", "/answer/ask", "answer_ask", "answer_ask", anonymous=True, scoped=True),
+    Route(
+        "POST", "/answer/sessions", "answer_session_create", "answer_sessions", anonymous=True, scoped=True
+    ),
+    Route(
+        "POST",
+        "/answer/sessions/{sessionId}/turns",
+        "answer_session_turn",
+        "answer_turns",
+        anonymous=True,
+        scoped=True,
+    ),
+    Route("POST", "/agent/tools/search", "agent_search", "search", scoped=True),
+    Route("POST", "/agent/tools/ask", "agent_ask", "ask", scoped=True),
+    Route("POST", "/agent/tools/get_page", "agent_get_page", "get_page", scoped=True),
+    Route("POST", "/agent/tools/get_context", "agent_get_context", "get_context", scoped=True),
+    Route(
+        "POST",
+        "/agent/tools/create_feedback",
+        "agent_create_feedback",
+        "create_feedback",
+        anonymous=True,
+        write="feedback",
+        scoped=True,
+    ),
     Route(
         "POST",
         "/agent/tools/create_improvement_task",
         "agent_create_improvement_task",
         "create_improvement_task",
+        write="improvement_task",
+        scoped=True,
     ),
     Route("GET", "/admin/feedback", "admin_feedback_list", "admin"),
-    Route("POST", "/admin/feedback/{record_id}/close", "admin_feedback_close", "admin"),
+    Route("POST", "/admin/feedback/{record_id}/close", "admin_feedback_close", "admin", write="admin"),
     # Spec 003: the dual-agent query, streamed as server-sent events.
-    Route("POST", "/api/v2/query", "query_v2", "query_v2", streaming=True),
+    Route("POST", "/api/v2/query", "query_v2", "query_v2", streaming=True, anonymous=True, scoped=True),
     # Spec 001: agent chats with model switching (owner-only), and the models a caller may pick.
     Route("POST", "/api/v1/agent/chats", "agent_chat_create", "chat"),
     Route("GET", "/api/v1/agent/chats", "agent_chat_list", "chat"),
@@ -90,11 +135,15 @@ ROUTES: tuple[Route, ...] = (
     # Administration: policies, agent credentials, the audit log.
     Route("GET", "/admin/policies", "admin_policies_list", "admin"),
     Route("GET", "/admin/policies/{principal_key}", "admin_policy_get", "admin"),
-    Route("PUT", "/admin/policies/{principal_key}", "admin_policy_put", "admin"),
-    Route("POST", "/admin/agents/{agent_id}/credentials", "admin_credential_create", "admin"),
+    Route("PUT", "/admin/policies/{principal_key}", "admin_policy_put", "admin", write="admin"),
+    Route("POST", "/admin/agents/{agent_id}/credentials", "admin_credential_create", "admin", write="admin"),
     Route("GET", "/admin/agents/{agent_id}/credentials", "admin_credential_list", "admin"),
     Route(
-        "DELETE", "/admin/agents/{agent_id}/credentials/{credential_id}", "admin_credential_revoke", "admin"
+        "DELETE",
+        "/admin/agents/{agent_id}/credentials/{credential_id}",
+        "admin_credential_revoke",
+        "admin",
+        write="admin",
     ),
     Route("GET", "/admin/audit", "admin_audit_list", "admin"),
 )
@@ -102,6 +151,14 @@ ROUTES: tuple[Route, ...] = (
 # Functions that are not behind a route: the authorizer, the queue consumer, the ingestion steps.
 AUTHORIZER_FUNCTION = "authorizer"
 INGEST_CONSUMER_FUNCTION = "ingest_consumer"
+
+
+_BY_KEY = {route.route_key: route for route in ROUTES}
+
+
+def by_key(route_key: str) -> Route | None:
+    """The route of an API Gateway event's `routeKey` ("POST /v1/kb")."""
+    return _BY_KEY.get(route_key)
 
 
 def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:

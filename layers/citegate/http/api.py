@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from citegate.governance import Authorized, CallRecord
     from citegate.identity.principal import Principal
-    from citegate.policy.model import RequestedScope, WriteAction
+    from citegate.policy.model import RequestedScope
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
 RouteT = TypeVar("RouteT", bound=Callable[..., Any])
@@ -302,46 +302,35 @@ def query_param(app: HasEvent, name: str) -> str | None:
 
 
 def principal(app: HasEvent) -> Principal:
-    """The caller as the front door identified it (anonymous when no credentials were sent)."""
+    """The admitted caller (anonymous when no credentials were sent)."""
+    from citegate.http.admission import current
+
+    return current().call.principal
+
+
+def authorized(app: HasEvent) -> Authorized:
+    """The call as the route table's declaration admitted it (citegate.http.admission): caller,
+    policy, tool, the knowledge base in the path and the write action are already checked."""
+    from citegate.http.admission import admitted
+
+    return admitted()
+
+
+def govern(app: HasEvent, *, requested: RequestedScope | None = None) -> Authorized:
+    """A scoped route's last checks, with the scope its body asks for: scope subset, then the
+    route's write action (spec 000 6.2's steps 5 and 7; the earlier ones ran at admission)."""
     from citegate.container import services
-    from citegate.governance import current_call
-    from citegate.identity.resolve import resolve_principal
+    from citegate.http.admission import govern_scope
 
-    record = current_call()
-    found = resolve_principal(app.current_event.raw_event, services())
-    record.principal = found
-    return found
-
-
-def govern(
-    app: HasEvent,
-    tool: str,
-    *,
-    kb_id: str | None = None,
-    write: WriteAction | None = None,
-    requested: RequestedScope | None = None,
-    allow_anonymous: bool = False,
-) -> Authorized:
-    """Identify the caller and run every policy check for this route (see citegate.governance)."""
-    from citegate.container import services
-    from citegate.governance import authorize
-
-    return authorize(
-        services(),
-        principal(app),
-        tool,
-        kb_id=kb_id,
-        write=write,
-        requested=requested,
-        allow_anonymous=allow_anonymous,
-    )
+    return govern_scope(services(), requested)
 
 
 def http_handler(
     app: LazyResolver, *, audited: bool = True, family: Family = "v1"
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """The Lambda entry point for a resolver: request-id logging, tracing, metrics, and the audit
-    record of the call (a call that cannot be audited answers 503 audit_unavailable)."""
+    """The Lambda entry point for a resolver: request-id logging, tracing, metrics, admission
+    (who may call the route, before its body is read) and the audit record of the call (a call
+    that cannot be audited answers 503 audit_unavailable)."""
 
     @logged
     @traced
@@ -350,12 +339,35 @@ def http_handler(
         if not audited:
             return app.resolve(event, context)
         from citegate.container import services
-        from citegate.governance import begin_call
 
-        record = begin_call(event)
-        return finish_call(services(), record, app.resolve(event, context), family)
+        s = services()
+        record, refused = admit_event(s, event, family)
+        if refused is not None:
+            return finish_call(s, record, refused, family)
+        return finish_call(s, record, checked(app.resolve(event, context), event, family), family)
 
     return lambda_handler
+
+
+def admit_event(s: Any, event: dict[str, Any], family: Family) -> tuple[CallRecord, dict[str, Any] | None]:
+    """Open the call's record and admit the event to its route; the refusal, if any."""
+    from citegate.governance import begin_call
+    from citegate.http.admission import admit
+
+    record = begin_call(event)
+    return record, admit(s, event, family)
+
+
+def checked(response: dict[str, Any], event: dict[str, Any], family: Family) -> dict[str, Any]:
+    """Fail closed if a scoped route answered without checking the scope its body asked for."""
+    from citegate.http.admission import refusal, unfinished
+
+    if unfinished(response):
+        logger.error("a scoped route answered without govern()", extra={"route": event.get("routeKey")})
+        return refusal(
+            event, family, CitegateError("internal error; the request id identifies it in the logs")
+        )
+    return response
 
 
 def finish_call(s: Any, record: CallRecord, response: dict[str, Any], family: Family) -> dict[str, Any]:

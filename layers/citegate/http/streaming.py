@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from citegate.errors import AuditUnavailable, CitegateError, Family, error_code
-from citegate.http.api import finish_call
+from citegate.http.api import admit_event, checked, finish_call
 from citegate.observability import logged, logger, metrics, traced
 
 if TYPE_CHECKING:  # imported on first use, as in citegate.http.api (cold start)
@@ -172,6 +172,12 @@ class EventStream:
                 end_call(self._services, self._record, CLIENT_CLOSED, "client_closed_request")
 
 
+def _close_unsent(pending: PendingStream) -> None:
+    close = getattr(pending.events, "close", None)
+    if close is not None:
+        close()
+
+
 def sse_handler(app: LazyResolver, *, family: Family) -> Callable[[dict[str, Any], Any], Any]:
     """The Lambda entry point of a streaming route (compare citegate.http.api.http_handler)."""
 
@@ -180,16 +186,19 @@ def sse_handler(app: LazyResolver, *, family: Family) -> Callable[[dict[str, Any
     @metrics.log_metrics
     def lambda_handler(event: dict[str, Any], context: Any) -> Any:
         from citegate.container import services
-        from citegate.governance import begin_call
 
         s = services()
-        record = begin_call(event)
+        record, refused = admit_event(s, event, family)
+        if refused is not None:
+            return finish_call(s, record, refused, family)
         _pending.set(None)
-        response = app.resolve(event, context)
+        response = checked(app.resolve(event, context), event, family)
         pending = _pending.get()
         _pending.set(None)
         status = int(response.get("statusCode", 500))
         if pending is None or status != 200:
+            if pending is not None:
+                _close_unsent(pending)
             return finish_call(s, record, response, family)
         stream = EventStream(s, record, pending, family)
         if s.settings.local_runtime:

@@ -47,20 +47,21 @@ def overlapping(parties: int) -> Iterator[threading.Barrier]:
         APIGatewayHttpResolver._resolve = original  # type: ignore[method-assign]
 
 
-def _request(route: routes.Route, n: int) -> tuple[str, str, Any]:
-    """A distinct request for `route`: its own path ids and, where there is a body, its own body
-    (a JSON array, which every route refuses with a 4xx naming nothing but this request)."""
+def _request(route: routes.Route, n: int, kb_id: str) -> tuple[str, str, Any]:
+    """A distinct request for `route`: its own path ids (but a knowledge base that exists, so the
+    request gets past admission into the handler) and, where there is a body, its own body (a
+    JSON array, which every route refuses with a 4xx naming nothing but this request)."""
     tag = f"n{n}x{uuid.uuid4().hex[:6]}"
-    path = route.path
+    path = route.path.replace("{kb_id}", kb_id)
     for name in routes.Route.pattern(route).groupindex:
         path = path.replace("{" + name + "}", f"{name.replace('_', '')}-{tag}")
     body = None if route.method in ("GET", "DELETE") else [tag]
     return tag, path, body
 
 
-def _serve_round(live_url: str, route: routes.Route) -> list[str]:
+def _serve_round(live_url: str, route: routes.Route, kb_id: str) -> list[str]:
     """One round of CLIENTS overlapping requests; what went wrong, if anything."""
-    requests = [_request(route, n) for n in range(CLIENTS)]
+    requests = [_request(route, n, kb_id) for n in range(CLIENTS)]
 
     def call(request: tuple[str, str, Any]) -> tuple[str, httpx.Response]:
         tag, path, body = request
@@ -87,21 +88,31 @@ def _serve_round(live_url: str, route: routes.Route) -> list[str]:
     return problems
 
 
+@pytest.fixture(scope="module")
+def kb_id(live_url: str) -> str:
+    kb = "iso-" + uuid.uuid4().hex[:6]
+    with httpx.Client(base_url=live_url, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        assert client.post("/v1/kb", json={"kb_id": kb, "name": "isolation"}).status_code == 201
+    return kb
+
+
 @pytest.mark.parametrize("route", RESOLVER_ROUTES, ids=lambda r: r.route_key)
-def test_every_route_serves_overlapping_requests_each_as_its_own(live_url: str, route: routes.Route) -> None:
-    assert _serve_round(live_url, route) == []
+def test_every_route_serves_overlapping_requests_each_as_its_own(
+    live_url: str, kb_id: str, route: routes.Route
+) -> None:
+    assert _serve_round(live_url, route, kb_id) == []
 
 
 def test_the_check_finds_shared_state_when_there_is_some(
-    live_url: str, monkeypatch: pytest.MonkeyPatch
+    live_url: str, kb_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Serve with Powertools' own resolver (its current event is a class attribute): overlapping
     requests then read each other's events, and the round above reports it."""
     monkeypatch.setattr(api, "request_local_resolver_class", lambda: APIGatewayHttpResolver)
     functions.reset_pools()  # fresh environments, built with the stock resolver
     try:
-        route = next(r for r in RESOLVER_ROUTES if r.route_key == "GET /v1/kb/{kb_id}")
-        problems = _serve_round(live_url, route)
+        route = next(r for r in RESOLVER_ROUTES if r.route_key == "POST /v1/kb/{kb_id}/retrieve")
+        problems = _serve_round(live_url, route, kb_id)
     finally:
         functions.reset_pools()
     assert len(problems) >= CLIENTS - 1, problems
