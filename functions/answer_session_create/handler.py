@@ -1,4 +1,5 @@
-"""POST /answer/sessions: open a multi-turn session (its token is returned once)."""
+"""POST /answer/sessions: open a multi-turn session (spec 000 section 7's AnswerSession; its token
+is returned once, here)."""
 
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
@@ -9,28 +10,43 @@ app = make_resolver("answer")
 @app.post("/answer/sessions")
 def create_session():  # type: ignore[no-untyped-def]
     from citegate.answer_api import answer_question
-    from citegate.models.answer import SessionCreateBody
-    from citegate.sessions import SESSION_TOKEN_HEADER, turn_record
+    from citegate.governance import current_call
+    from citegate.models.answer import AnswerSession, SessionCreateBody, SessionTurn
+    from citegate.sessions import turn_record, wire_scope
 
     s = services()
     body = parse_body(app, SessionCreateBody, allow_empty=True)
     call = govern(app, requested=body.scope)
+    # The first question is answered before the session exists: if answering fails, no session is
+    # left behind whose token the caller never received.
+    asked = (
+        answer_question(s, call, body.question, require_citations=body.requireCitations)
+        if body.question
+        else None
+    )
     session, token = s.sessions.create(call.principal, call.scope)
-    reply = {
-        "sessionId": session["session_id"],
-        "sessionToken": token,
-        "tokenHeader": SESSION_TOKEN_HEADER,
-        "owner": {"type": call.principal.type, "id": call.principal.id},
-        "scope": session["scope"],
-        "limits": session["limits"],
-        "createdAt": session["created_at"],
-        "expiresAt": session["expires_at"],
-    }
-    if body.question:
-        asked = answer_question(s, call, body.question, require_citations=body.requireCitations)
-        s.sessions.add_turn(session, turn_record(1, body.question, asked.result))
-        reply["turn"] = {**asked.result.model_dump(), "sessionId": session["session_id"], "turn": 1}
-    return json_response(201, reply)
+    current_call().note(session_id=session["session_id"])
+    turns = []
+    if body.question and asked is not None:
+        session = s.sessions.add_turn(session, turn_record(body.question, asked.result))
+        first = {
+            **asked.result.model_dump(),
+            "sessionId": session["session_id"],
+            "turn": session["turn_count"],
+        }
+        turns.append(SessionTurn(**first, question=body.question))
+    reply = AnswerSession(
+        sessionId=session["session_id"],
+        sessionToken=token,
+        sessionTokenHash=session["session_token_hash"],
+        owner={"type": call.principal.type, "id": call.principal.id},
+        scope=wire_scope(call.scope),
+        turns=turns,
+        limits=session["limits"],
+        createdAt=session["created_at"],
+        expiresAt=session["expires_at"],
+    )
+    return json_response(201, reply.model_dump())
 
 
 lambda_handler = http_handler(app, family="answer")

@@ -1,4 +1,5 @@
-"""POST /answer/sessions/{sessionId}/turns: a follow-up in the session's scope (token, owner, expiry)."""
+"""POST /answer/sessions/{sessionId}/turns: a follow-up in the session's scope, or a narrower one
+(token, owner, scope and expiry checked on every turn)."""
 
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
@@ -18,13 +19,11 @@ def add_turn(sessionId: str):  # type: ignore[no-untyped-def]
     # The caller is re-authorized on every turn; the session's scope is the most it may see.
     call = govern(app, requested=body.scope)
     token = app.current_event.headers.get(SESSION_TOKEN_HEADER)
+    record = current_call()
+    record.note(session_id=sessionId)
     session = s.sessions.open(sessionId, token, call.principal)
-    current_call().note(session_id=sessionId)
-    turn_scope(session, body.scope, call)
-    from citegate.policy.model import EffectiveScope
-
-    call.scope = EffectiveScope.model_validate(session["scope"])
-    number = len(session["turns"]) + 1 + len((session.get("earlier_citations") and [0]) or [])
+    call.scope = turn_scope(session, body.scope, call)
+    record.note(effective_scope=call.scope.model_dump(exclude_none=True))
     asked = answer_question(
         s,
         call,
@@ -32,11 +31,11 @@ def add_turn(sessionId: str):  # type: ignore[no-untyped-def]
         retrieval_query=follow_up_query(session, body.question),
         require_citations=body.requireCitations,
     )
-    session = s.sessions.add_turn(session, turn_record(number, body.question, asked.result))
+    session = s.sessions.add_turn(session, turn_record(body.question, asked.result))
     result = {
         **asked.result.model_dump(),
         "sessionId": sessionId,
-        "turn": number,
+        "turn": session["turn_count"],
         "earlierCitations": session.get("earlier_citations", []),
     }
     return json_response(200, result)

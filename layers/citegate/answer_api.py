@@ -28,6 +28,7 @@ from citegate.errors import DatasetNotAllowed, ModelUnavailable
 from citegate.governance import Authorized, current_call, readable_kbs
 from citegate.models.answer import Action, AnswerAudit, AnswerCitation, AnswerResult, GroundedSentence
 from citegate.models.retrieval import Citation
+from citegate.observability import logger
 from citegate.retrieval import Scope
 
 if TYPE_CHECKING:
@@ -166,6 +167,19 @@ def actions_for(
     return actions
 
 
+ENGINE_UNAVAILABLE = (
+    "the answering engine is unreachable or gave no usable reply, so nothing was answered "
+    "(the request id finds the cause in the service's logs)"
+)
+
+
+def engine_unavailable(error: Exception, answerer: str) -> ModelUnavailable:
+    """What a caller is told when the model fails: the code, never the failure's own text (hosts,
+    ports, the model server's reply), which goes to the log."""
+    logger.warning("answering engine unavailable", extra={"answerer": answerer, "reason": str(error)})
+    return ModelUnavailable(ENGINE_UNAVAILABLE, details={"answerer": answerer})
+
+
 @dataclass
 class Asked:
     result: AnswerResult
@@ -194,7 +208,10 @@ def answer_question(
         diagnostics["requireCitations"] = (
             "granted" if call.policy.model_fallback else "not granted: citations required"
         )
-    outcome = _ask(s, kb_ids, call, question, top_k, retrieval_query)
+    try:
+        outcome = _ask(s, kb_ids, call, question, top_k, retrieval_query)
+    except ModelUnavailable as error:  # 503 ragflow_unavailable, without the engine's own words
+        raise engine_unavailable(error, s.answerer.name) from error
     citations = [to_answer_citation(c) for c in outcome.citations]
     answer, grounding, removed = (
         ground(outcome.answer, len(citations)) if not outcome.no_answer else (outcome.answer, [], 0)
@@ -237,7 +254,7 @@ def answer_question(
             try:
                 result.answer = fallback(question)
             except AnswererUnavailable as error:  # 503 ragflow_unavailable: nothing is invented
-                raise ModelUnavailable(str(error), details={"answerer": s.answerer.name}) from error
+                raise engine_unavailable(error, s.answerer.name) from error
             result.answerSource = "model"
             result.summary = "Not from the knowledge base: the model's own knowledge, without citations."
     record.note(

@@ -26,6 +26,7 @@ from citegate.models.admin import CredentialRequest
 from citegate.models.agents import QueryV2Body, QueryV2Event
 from citegate.models.answer import (
     AnswerResult,
+    AnswerSession,
     AskBody,
     GetContextBody,
     GetPageBody,
@@ -120,20 +121,6 @@ CREDENTIAL = obj(
     created_at=STR,
     revoked_at=STR,
 )
-SESSION_REPLY = obj(
-    sessionId=STR,
-    sessionToken={"type": "string", "description": "Send it back in X-Session-Token on every turn."},
-    tokenHeader={"type": "string", "const": "X-Session-Token"},
-    owner=obj(type=STR, id=STR),
-    scope=ANY_OBJECT,
-    limits=ANY_OBJECT,
-    createdAt=STR,
-    expiresAt=STR,
-)
-SESSION_REPLY["properties"]["turn"] = {
-    "allOf": [ref(AnswerResult), obj(sessionId=STR, turn=INT)],
-    "description": "Present when the session was opened with a question.",
-}
 TURN_RESULT = {"allOf": [ref(AnswerResult), obj(sessionId=STR, turn=INT, earlierCitations=array(ANY_OBJECT))]}
 
 OPERATIONS: dict[str, Op] = {
@@ -223,13 +210,17 @@ OPERATIONS: dict[str, Op] = {
     "answer_ask": Op(AskBody, AnswerResult, "Ask the Answer API a question.", anonymous=True),
     "answer_session_create": Op(
         SessionCreateBody,
-        SESSION_REPLY,
-        "Open an answer session (optionally with a first question).",
+        AnswerSession,
+        "Open an answer session (optionally with a first question, answered as its first turn).",
         201,
         anonymous=True,
     ),
     "answer_session_turn": Op(
-        TurnBody, TURN_RESULT, "Ask a follow-up in a session.", anonymous=True, errors=(410,)
+        TurnBody,
+        TURN_RESULT,
+        "Ask a follow-up in a session: its scope, or a narrower one sent in `scope`.",
+        anonymous=True,
+        errors=(410,),
     ),
     "agent_search": Op(
         SearchBody,

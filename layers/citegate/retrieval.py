@@ -126,7 +126,9 @@ def retrieve(
                 fallbacks.append(f"{mode}_unavailable")
     timings["search_ms"] = _ms(search_started)
     if result is None:
-        raise SearchUnavailableError("the search index is unreachable", details={"attempts": errors})
+        # What each attempt failed with (hosts, ports, paths) is for the log, not for the caller.
+        logger.warning("search index unreachable", extra={"attempts": errors})
+        raise SearchUnavailableError("the search index is unreachable", details={"modes": list(modes)})
     hits = result.hits
     if score_threshold is not None:
         hits = [h for h in hits if h.score >= score_threshold]

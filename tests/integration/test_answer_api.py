@@ -135,7 +135,7 @@ def test_a_follow_up_turn_keeps_scope_and_citations(corpus: str) -> None:
     )
     assert created.status_code == 201, created.text
     session = created.json()
-    assert session["turn"]["citations"] and session["scope"]["path_prefixes"] == [f"{COMPONENT}/"]
+    assert session["turns"][0]["citations"] and session["scope"]["paths"] == [COMPONENT]
     headers = {"X-Session-Token": session["sessionToken"]}
     follow = person.post(
         f"/answer/sessions/{session['sessionId']}/turns",

@@ -113,3 +113,50 @@ class AnswerResult(BaseModel):
     sessionId: str | None = None
     turn: int | None = None
     diagnostics: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionScope(BaseModel):
+    """A session's scope in spec 000's words (section 4's request, section 7's AnswerSession).
+    `null` on an axis means the session does not narrow it: what the caller's policy grants
+    (`version` is also `null` when the policy grants several versions and none was asked for)."""
+
+    projects: list[str] | None
+    paths: list[str] | None
+    version: str | None
+    includeWorkingDocs: bool
+
+
+class SessionOwner(BaseModel):
+    type: str
+    id: str
+
+
+class SessionLimits(BaseModel):
+    maxTurns: int
+    maxContextTokens: int
+
+
+class SessionTurn(AnswerResult):
+    """One answered turn: the AnswerResult, its question and its number in the session."""
+
+    sessionId: str
+    turn: int
+    question: str
+
+
+class AnswerSession(BaseModel):
+    """POST /answer/sessions: spec 000 section 7's AnswerSession, plus the session token itself.
+
+    `sessionToken` is returned here once and never again; the server keeps only its SHA-256
+    (`sessionTokenHash`, of 256 random bits: no help in guessing the token, and not accepted in its
+    place). `turns` holds the first turn when the session was opened with a question."""
+
+    sessionId: str
+    sessionToken: str
+    sessionTokenHash: str
+    owner: SessionOwner
+    scope: SessionScope
+    turns: list[SessionTurn]
+    limits: SessionLimits
+    createdAt: str
+    expiresAt: str
