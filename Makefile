@@ -8,7 +8,7 @@ UV ?= uv
 EXTRAS := --extra local --extra e5 --extra mcp --extra browser --group infra --group fuzz
 RUN := $(UV) run --frozen $(EXTRAS)
 
-.PHONY: help install demo serve bench eval test test-unit test-integration test-e2e lint format typecheck synth clean
+.PHONY: help install demo serve bench soak eval test test-unit test-integration test-e2e lint format typecheck synth clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -50,6 +50,10 @@ bench: install ## latency at 10k/100k chunks (in-process, gateway, 16 clients), 
 	$(RUN) python -m infra.bundling --build-dir .cache/layer-build  # the layers whose sizes are reported (cached)
 	$(RUN) python benchmarks/cold_start.py
 	$(RUN) python benchmarks/bench_report.py
+
+SOAK_ARGS ?=
+soak: install ## the real server under 16 mixed concurrent clients, 120 s (SOAK_ARGS=--short: 30 s): lost writes, misrouted answers, stalls, RSS -> docs/results/soak.md
+	$(RUN) python benchmarks/soak.py $(SOAK_ARGS)
 
 EMBEDDERS ?= use
 SETS ?= scifact,cmrc2018,squad2_dev

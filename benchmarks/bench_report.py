@@ -36,6 +36,14 @@ def _ms(cell: dict[str, Any] | None) -> str:
     return " / ".join(f"{cell[k]:.1f}" for k in ("p50_ms", "p95_ms", "p99_ms") if k in cell)
 
 
+def _misrouted(c: dict[str, Any]) -> str:
+    """Answers that were not their request's own; older runs did not check."""
+    if "misrouted" not in c:
+        return "not checked"
+    verdict = "" if c["misrouted"] == 0 else " **must be 0**"
+    return f"{c['misrouted']} of {c['checked']} ({c['misrouted_foreign']}){verdict}"
+
+
 def _meets(value: float, bar: float) -> str:
     return "meets" if value <= bar else f"misses by {value - bar:.1f} ms"
 
@@ -102,16 +110,28 @@ def retrieval_section(runs: list[dict[str, Any]] | None) -> list[str]:
         out += [
             "### Concurrent clients through the gateway (retrieve)",
             "",
-            "| chunks | clients | requests | failed | throughput req/s | p50 / p95 / p99 ms |",
-            "|---:|---:|---:|---:|---:|---|",
+            "Each request asks for its own planted chunk (a few of its words plus a probe word no other",
+            "chunk holds) and must get that chunk back; an answer without it is misrouted (must be 0), and",
+            "so is an error whose requestId is not its `apigw-requestid` header. Throughput counts every",
+            "answer, misrouted or not.",
+            "",
+            "| chunks | clients | requests | failed | misrouted (another request's) | throughput req/s "
+            "| p50 / p95 / p99 ms |",
+            "|---:|---:|---:|---:|---|---:|---|",
         ]
         for r in concurrent:
             c = r["retrieve_http_concurrent"]
             out.append(
-                f"| {r['chunks']:,} | {c['clients']} | {c['requests']} | {c['failed']} | "
+                f"| {r['chunks']:,} | {c['clients']} | {c['requests']} | {c['failed']} | {_misrouted(c)} | "
                 f"{c['throughput_rps']} | {_ms(c)} |"
             )
         out.append("")
+        wrong = [r for r in concurrent if r["retrieve_http_concurrent"].get("misrouted")]
+        for r in wrong:
+            examples = r["retrieve_http_concurrent"].get("misrouted_examples") or []
+            out += [f"- {r['chunks']:,} chunks, misrouted: {e}" for e in examples[:3]]
+        if wrong:
+            out.append("")
     out += [f"- {r['chunks']:,} chunks: {_provenance(r)}; index built in {r['build_s']} s" for r in runs]
     return [*out, ""]
 

@@ -11,6 +11,13 @@ measures, with the real query embedder:
     grow to 50 calls at the run's limits) and the audit record (DynamoDB on the embedded
     endpoint). The per-IP limit is raised for the run, since one address sends everything.
 
+Every concurrent request must get its own answer back: one chunk per request carries a unique probe
+word (planted in the index; the chunk count is unchanged), the request asks a few words of that
+chunk (drawn like the other queries) plus that word, and its answer must hold that chunk (by
+ref_id). An answer without it is misrouted, and counted apart when it holds another request's
+probe; an error whose body names a requestId other than its `apigw-requestid` header is misrouted
+too. Throughput is reported beside it.
+
     make bench                                   # both sizes, default embedder
     uv run python benchmarks/retrieval.py --sizes 10000 --embedder e5
 """
@@ -20,6 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import re
 import statistics
 import sys
 import tempfile
@@ -40,6 +49,18 @@ CHILDREN_PER_PARENT = 5
 
 CONCURRENT_CLIENTS = 16
 REQUESTS_PER_CLIENT = 25
+PROBES = CONCURRENT_CLIENTS * REQUESTS_PER_CLIENT  # one planted chunk per concurrent request
+_PROBE_LETTERS = "bdfgjklmnprstvz"  # with q and x below: no vocabulary word looks like a probe
+PROBE = re.compile(r"qx[a-z]{4}xq")
+
+
+def probe_word(n: int) -> str:
+    """A word no synthetic text holds (the vocabulary has no q or x): the n-th request's marker."""
+    letters = []
+    for _ in range(4):
+        n, i = divmod(n, len(_PROBE_LETTERS))
+        letters.append(_PROBE_LETTERS[i])
+    return "qx" + "".join(letters) + "xq"
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -61,7 +82,10 @@ def timed(fn: Any, queries: list[str]) -> list[float]:
     return out
 
 
-def build(s: Any, kb_id: str, size: int, rng: np.random.Generator) -> tuple[list[str], float]:
+def build(
+    s: Any, kb_id: str, size: int, rng: np.random.Generator
+) -> tuple[list[str], list[tuple[str, str, str]], float]:
+    """The index, the queries, and (query, probe word, ref_id) for each planted probe chunk."""
     from citegate.models.kb import KnowledgeBase
     from citegate.search.base import ChunkRecord
 
@@ -71,10 +95,14 @@ def build(s: Any, kb_id: str, size: int, rng: np.random.Generator) -> tuple[list
     dim = s.embedder.dimension
     started = time.perf_counter()
     queries: list[str] = []
+    probes: list[tuple[str, str, str]] = []
+    docs = size // CHUNKS_PER_DOC
+    # Probes go to the first chunk of evenly spread documents; the texts are otherwise the same.
+    probe_docs = {d * docs // PROBES for d in range(PROBES)} if docs >= PROBES else set()
     batch: list[tuple[str, str, list[Any]]] = []
     table = s.parents._table
     with table.batch_writer() as parents:
-        for d in range(size // CHUNKS_PER_DOC):
+        for d in range(docs):
             doc = f"d_{d:08x}"
             chunks = []
             parent_texts: dict[int, list[str]] = {}
@@ -83,6 +111,14 @@ def build(s: Any, kb_id: str, size: int, rng: np.random.Generator) -> tuple[list
             for c in range(CHUNKS_PER_DOC):
                 words = text.sample(80)
                 body = " ".join(words).capitalize() + "."
+                if c == 0 and d in probe_docs:
+                    # The probe's query is drawn like the others (a few words of one chunk, here of
+                    # the probe's own), by its own generator so the rest of the run is unchanged.
+                    word, pick = probe_word(len(probes)), random.Random(d)
+                    start = pick.randrange(0, 70)
+                    window = " ".join(words[start : start + pick.randrange(3, 8)])
+                    body = f"{body} {word.capitalize()}."
+                    probes.append((f"{window} {word}", word, f"r_{d:08x}{c:04x}"))
                 p = c // CHILDREN_PER_PARENT
                 parent_texts.setdefault(p, []).append(body)
                 chunks.append(
@@ -118,7 +154,7 @@ def build(s: Any, kb_id: str, size: int, rng: np.random.Generator) -> tuple[list
                 batch = []
     if batch:
         s.index.upsert_documents(batch)
-    return queries, time.perf_counter() - started
+    return queries, probes, time.perf_counter() - started
 
 
 def serve_in_thread(port: int) -> Any:
@@ -134,32 +170,69 @@ def serve_in_thread(port: int) -> Any:
     return server
 
 
-def concurrent_clients(base_url: str, path: str, queries: list[str], clients: int) -> dict[str, Any]:
+def concurrent_clients(
+    base_url: str, path: str, queries: list[str], probes: list[tuple[str, str, str]], clients: int
+) -> dict[str, Any]:
     """`clients` threads, each with its own connection, send REQUESTS_PER_CLIENT retrieves back to
-    back, all starting together: throughput over the whole burst and the latency each request saw."""
+    back, all starting together: throughput over the whole burst and the latency each request saw.
+
+    Each request asks for its own probe chunk (a few of its words plus its probe word); its answer
+    must hold that chunk (ref_id), or it is counted misrouted (belonging to another request when it
+    holds another probe). Without probes (an index too small for them) nothing is checked."""
     import httpx
 
     latencies: list[float] = []
     failures: list[int] = []
+    misrouted: list[str] = []
+    foreign: list[bool] = []
     lock = threading.Lock()
     start = threading.Barrier(clients + 1)
 
+    def check(response: Any, own: tuple[str, str, str] | None) -> tuple[str, bool] | None:
+        """Why this answer is not its request's own, and whether it is another's; None when it is."""
+        header = response.headers.get("apigw-requestid")
+        try:
+            body = response.json()
+        except ValueError:
+            return None
+        named = body.get("requestId") if isinstance(body, dict) else None
+        if named and named != header:
+            return f"body requestId {named} != header {header}", True
+        if own is None or response.status_code != 200:
+            return None
+        _, word, ref = own
+        results = body.get("results") or []
+        if any(hit.get("ref_id") == ref for hit in results):
+            return None
+        others = sorted(
+            {m for hit in results for m in PROBE.findall(hit.get("chunk_text", "").lower())} - {word}
+        )
+        why = f"query with {word}: {ref} not among {len(results)} hits"
+        return (f"{why}, which hold {others}", True) if others else (why, False)
+
     def client_loop(offset: int) -> None:
-        # Each request's text is new, so none is served from the query-embedding cache.
-        mine = [
-            f"{queries[(offset + i * clients) % len(queries)]} {offset}-{i}"
-            for i in range(REQUESTS_PER_CLIENT)
-        ]
+        # Each request's text is new (its probe word, or its offset), so none is served from the
+        # query-embedding cache.
+        mine = []
+        for i in range(REQUESTS_PER_CLIENT):
+            n = offset * REQUESTS_PER_CLIENT + i
+            own = probes[n] if n < len(probes) else None
+            query = own[0] if own else f"{queries[(offset + i * clients) % len(queries)]} {offset}-{i}"
+            mine.append((query, own))
         with httpx.Client(base_url=base_url, headers={"Authorization": "Bearer bench"}, timeout=60) as client:
             start.wait()
-            for q in mine:
+            for q, own in mine:
                 began = time.perf_counter()
-                status = client.post(path, json={"query": q}).status_code
+                response = client.post(path, json={"query": q})
                 elapsed = (time.perf_counter() - began) * 1000
+                verdict = check(response, own)
                 with lock:
                     latencies.append(elapsed)
-                    if status != 200:
-                        failures.append(status)
+                    if response.status_code != 200:
+                        failures.append(response.status_code)
+                    if verdict:
+                        misrouted.append(verdict[0])
+                        foreign.append(verdict[1])
 
     threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
     for thread in threads:
@@ -174,12 +247,16 @@ def concurrent_clients(base_url: str, path: str, queries: list[str], clients: in
         "requests": len(latencies),
         "failed": len(failures),
         "failed_statuses": sorted(set(failures)),
+        "checked": min(len(latencies), len(probes)),
+        "misrouted": len(misrouted),
+        "misrouted_foreign": sum(foreign),
+        "misrouted_examples": misrouted[:5],
         "throughput_rps": round(len(latencies) / wall, 1),
         **percentiles(latencies),
     }
 
 
-def run(size: int, embedder: str) -> dict[str, Any]:
+def run(size: int, embedder: str, clients: int = CONCURRENT_CLIENTS) -> dict[str, Any]:
     import httpx
 
     from citegate.answering.ask import ask
@@ -204,7 +281,7 @@ def run(size: int, embedder: str) -> dict[str, Any]:
             assert s is not None
             rng = np.random.default_rng(size)
             kb_id = f"bench-{size}"
-            queries, build_s = build(s, kb_id, size, rng)
+            queries, probes, build_s = build(s, kb_id, size, rng)
             scope = Scope(frozenset({kb_id}))
             # Warm-up (model load, index caches) on other texts: the timed queries are embedded, not
             # served from the query-embedding cache.
@@ -264,7 +341,7 @@ def run(size: int, embedder: str) -> dict[str, Any]:
                     for key in ("p50_ms", "p95_ms", "p99_ms")
                 }
                 result["retrieve_http_concurrent"] = concurrent_clients(
-                    f"http://127.0.0.1:{port}", f"/v1/kb/{kb_id}/retrieve", queries, CONCURRENT_CLIENTS
+                    f"http://127.0.0.1:{port}", f"/v1/kb/{kb_id}/retrieve", queries, probes, clients
                 )
                 result["load_average_end"] = Path("/proc/loadavg").read_text().split()[:3]
             finally:
@@ -281,8 +358,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--embedder", default=os.environ.get("CITEGATE_EMBEDDER", "use"))
     parser.add_argument("--out", type=Path, default=Path("bench-results/retrieval.json"))
+    parser.add_argument("--clients", type=int, default=CONCURRENT_CLIENTS, help="concurrent clients")
     args = parser.parse_args()
-    results = [run(size, args.embedder) for size in args.sizes]
+    results = [run(size, args.embedder, args.clients) for size in args.sizes]
     columns = ("retrieve_in_process", "retrieve_http", "ask_in_process", "ask_http")
     print(f"\n{'chunks':>8} {'embedder':>9} | " + " | ".join(f"{c + ' p50/p95/p99':>27}" for c in columns))
     for r in results:
@@ -295,8 +373,12 @@ def main() -> None:
             f"{'':>20}gateway overhead p50/p95/p99: {over['p50_ms']:.1f} / {over['p95_ms']:.1f} / "
             f"{over['p99_ms']:.1f} ms; {many['clients']} concurrent clients: {many['throughput_rps']} req/s, "
             f"p50/p95/p99 {many['p50_ms']:.1f} / {many['p95_ms']:.1f} / {many['p99_ms']:.1f} ms, "
-            f"{many['failed']} failed (load average at end {' '.join(r['load_average_end'])})"
+            f"{many['failed']} failed, {many['misrouted']} of {many['checked']} checked answers misrouted "
+            f"({many['misrouted_foreign']} held another request's) "
+            f"(load average at end {' '.join(r['load_average_end'])})"
         )
+        for example in many["misrouted_examples"]:
+            print(f"{'':>24}misrouted: {example}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"\nsaved {args.out}")
