@@ -1,7 +1,7 @@
-"""GET /v1/kb/{kb_id}/documents."""
+"""GET /v1/kb/{kb_id}/documents: the documents of the knowledge base inside the caller's scope."""
 
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver
+from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 
@@ -9,7 +9,8 @@ app = make_resolver()
 @app.get("/v1/kb/<kb_id>/documents")
 def list_documents(kb_id: str):  # type: ignore[no-untyped-def]
     s = services()
-    documents = sorted(s.documents.list(kb_id), key=lambda d: d.source_name)
+    scope = authorized(app).search_scope(frozenset({kb_id})).to_filter()
+    documents = sorted(s.documents.list_in(kb_id, scope), key=lambda d: d.source_name)
     return json_response(200, {"kb_id": kb_id, "documents": [d.model_dump() for d in documents]})
 
 

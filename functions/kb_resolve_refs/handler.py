@@ -1,7 +1,8 @@
-"""POST /v1/kb/{kb_id}/resolve_refs: ref ids to citations; refs not in this knowledge base are missing."""
+"""POST /v1/kb/{kb_id}/resolve_refs: ref ids to citations; refs outside this knowledge base or the
+caller's scope (projects, paths, versions, files) are missing, like unknown ones."""
 
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver, parse_body
+from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
@@ -12,8 +13,9 @@ def resolve_route(kb_id: str):  # type: ignore[no-untyped-def]
     from citegate.models.retrieval import ResolveRefsRequest
 
     s = services()
+    scope = authorized(app).search_scope(frozenset({kb_id})).to_filter()
     request = parse_body(app, ResolveRefsRequest)
-    return json_response(200, resolve_refs(s, [kb_id], request.ref_ids).model_dump())
+    return json_response(200, resolve_refs(s, scope, request.ref_ids).model_dump())
 
 
 lambda_handler = http_handler(app)

@@ -16,6 +16,7 @@ def me():  # type: ignore[no-untyped-def]
             "tools": policy.tools,
             "knowledge_bases": policy.knowledge_bases,
             "write_actions": policy.write_actions,
+            "web": {"enabled": policy.web.enabled, "domains": policy.web.domains},
         },
     )
 

@@ -146,18 +146,13 @@ class Api(Construct):
             api_name=f"{prefix}-api",
             description="citegate: pages, services and token callers (Lambda authorizer)",
             create_default_stage=False,
+            # One definition (citegate.resources.CORS) for this API and the local gateway's answer.
             cors_preflight=apigwv2.CorsPreflightOptions(
                 allow_origins=list(page_origins),
-                allow_methods=[
-                    apigwv2.CorsHttpMethod.GET,
-                    apigwv2.CorsHttpMethod.POST,
-                    apigwv2.CorsHttpMethod.PATCH,
-                    apigwv2.CorsHttpMethod.DELETE,
-                    apigwv2.CorsHttpMethod.OPTIONS,
-                ],
-                allow_headers=["authorization", "content-type", "x-request-id"],
-                expose_headers=["location", "x-request-id"],
-                max_age=Duration.hours(1),
+                allow_methods=[apigwv2.CorsHttpMethod[m] for m in resources.CORS.allow_methods],
+                allow_headers=list(resources.CORS.allow_headers),
+                expose_headers=list(resources.CORS.expose_headers),
+                max_age=Duration.seconds(resources.CORS.max_age_seconds),
             )
             if page_origins
             else None,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from citegate.answer_api import to_answer_citation
 from citegate.citations import citation_for
-from citegate.errors import NotFound
+from citegate.errors import DatasetNotAllowed, ForbiddenScope, NotFound
 from citegate.governance import Authorized, current_call, estimate_tokens, readable_kbs
 from citegate.policy.model import InvalidPath, normalize_path
 from citegate.retrieval import retrieve
@@ -20,16 +20,24 @@ if TYPE_CHECKING:
 
 
 def _kb_ids(s: Services, call: Authorized) -> frozenset[str]:
+    """The knowledge bases the call may read; none is spec 000's `dataset_not_allowed`, never an
+    empty result that reads like "nothing matched"."""
+    if not call.policy.knowledge_bases:
+        raise DatasetNotAllowed("no knowledge base is granted to the caller")
     kbs = readable_kbs(s, call, include_working=call.scope.include_working_docs)
     ids = frozenset(kb.kb_id for kb in kbs)
     current_call().note(knowledge_bases=sorted(ids))
+    if not ids:
+        raise DatasetNotAllowed(
+            "no knowledge base granted to the caller is readable in this scope: only approved ones "
+            "are, and working ones when the policy grants working docs and the scope asks for them "
+            "(includeWorkingDocs)"
+        )
     return ids
 
 
 def search(s: Services, call: Authorized, query: str, top_k: int) -> dict[str, Any]:
     kb_ids = _kb_ids(s, call)
-    if not kb_ids:
-        return {"results": [], "total": 0, "stats": {"knowledgeBases": 0}}
     found = retrieve(s, call.search_scope(kb_ids), query, top_k=top_k)
     results = [
         {
@@ -46,7 +54,12 @@ def search(s: Services, call: Authorized, query: str, top_k: int) -> dict[str, A
 
 
 def get_page(s: Services, call: Authorized, path: str, version: str | None) -> dict[str, Any]:
-    """A document by path (and version), as its sections with headings and anchors."""
+    """A document by path (and version), as its sections with headings and anchors.
+
+    A path or version outside the effective scope (the grant, narrowed by the body's `scope`) is
+    `forbidden_scope`: that is decided from the request alone. Without `version`, only the scope's
+    versions are candidates (`main` first). Documents are read through the caller's scope, so a
+    page of another project, file or knowledge base is simply not found."""
     try:
         wanted = normalize_path(path)
     except InvalidPath as error:
@@ -55,61 +68,62 @@ def get_page(s: Services, call: Authorized, path: str, version: str | None) -> d
     if scope.path_prefixes is not None and not any(
         (wanted + "/").startswith(p) or p == "" for p in scope.path_prefixes
     ):
-        raise NotFound(f"no page at {path!r} in the caller's scope", details={"path": path})
+        raise ForbiddenScope(f"the path {path!r} is outside the caller's scope", details={"path": path})
     if version and scope.versions is not None and version not in scope.versions:
-        raise NotFound(
-            f"no page at {path!r} version {version!r} in the caller's scope", details={"path": path}
+        raise ForbiddenScope(
+            f"the version {version!r} is outside the caller's scope",
+            details={"path": path, "version": version},
         )
-    for kb_id in sorted(_kb_ids(s, call)):
-        for document in s.documents.list(kb_id):
+    kb_ids = _kb_ids(s, call)
+    reads = call.search_scope(kb_ids).to_filter()
+    candidates = []
+    for kb_id in sorted(kb_ids):
+        for document in s.documents.list_in(kb_id, reads):
             meta = document.metadata
             try:
                 doc_path = normalize_path(str(meta.get("path") or ""))
             except InvalidPath:
                 continue
-            if doc_path != wanted or (version and str(meta.get("version") or "") != version):
-                continue
-            if scope.projects is not None and str(meta.get("project") or "") not in scope.projects:
-                continue
-            if call.policy.files is not None and document.source_name not in call.policy.files.get(kb_id, []):
-                continue
-            parents = sorted(
-                s.parents.list(kb_id, document.document_id), key=lambda p: int(p.get("index", 0))
-            )
-            sections = [
-                {
-                    "heading": p.get("heading") or "",
-                    "headingPath": p.get("heading_path") or [],
-                    "anchor": p.get("anchor") or "",
-                    "page": p.get("page"),
-                    "text": p.get("text") or "",
-                }
-                for p in parents
-            ]
-            current_call().note(query=f"get_page {wanted}", result_count=len(sections))
-            return {
-                "path": doc_path,
-                "version": str(meta.get("version") or ""),
-                "title": document.title or document.source_name,
-                "url": str(meta.get("url") or ""),
-                "sourceProject": str(meta.get("project") or ""),
-                "kbId": kb_id,
-                "documentId": document.document_id,
-                "headings": [
-                    {"heading": x["heading"], "anchor": x["anchor"]} for x in sections if x["heading"]
-                ],
-                "sections": sections,
-            }
-    raise NotFound(
-        f"no page at {path!r}" + (f" version {version!r}" if version else ""), details={"path": path}
-    )
+            doc_version = str(meta.get("version") or "")
+            if doc_path == wanted and (not version or doc_version == version):
+                candidates.append((doc_version != "main", doc_version, kb_id, document.document_id, document))
+    if not candidates:
+        raise NotFound(
+            f"no page at {path!r}" + (f" version {version!r}" if version else "") + " in the caller's scope",
+            details={"path": path},
+        )
+    *_, kb_id, _, document = min(candidates, key=lambda c: c[:4])
+    meta = document.metadata
+    parents = sorted(s.parents.list(kb_id, document.document_id), key=lambda p: int(p.get("index", 0)))
+    sections = [
+        {
+            "heading": p.get("heading") or "",
+            "headingPath": p.get("heading_path") or [],
+            "anchor": p.get("anchor") or "",
+            "page": p.get("page"),
+            "text": p.get("text") or "",
+        }
+        for p in parents
+    ]
+    current_call().note(query=f"get_page {wanted}", result_count=len(sections))
+    return {
+        "path": wanted,
+        "version": str(meta.get("version") or ""),
+        "title": document.title or document.source_name,
+        "url": str(meta.get("url") or ""),
+        "sourceProject": str(meta.get("project") or ""),
+        "kbId": kb_id,
+        "documentId": document.document_id,
+        "headings": [{"heading": x["heading"], "anchor": x["anchor"]} for x in sections if x["heading"]],
+        "sections": sections,
+    }
 
 
 def get_context(s: Services, call: Authorized, task: str, token_budget: int) -> dict[str, Any]:
     """A ContextPack: the most relevant passages with citations that fit the token budget, related
     pages, and what was left out for the budget."""
     kb_ids = _kb_ids(s, call)
-    hits = retrieve(s, call.search_scope(kb_ids), task, top_k=30).hits if kb_ids else []
+    hits = retrieve(s, call.search_scope(kb_ids), task, top_k=30).hits
     passages: list[dict[str, Any]] = []
     omitted: list[dict[str, Any]] = []
     used = 0

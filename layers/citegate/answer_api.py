@@ -35,7 +35,12 @@ if TYPE_CHECKING:
     from citegate.container import Services
 
 _MARKER = re.compile(r"\[(\d+)\]")
-NO_READABLE_KB = "No knowledge base you may read is available for this scope."
+NO_READABLE_KB = (
+    "No knowledge base you may read is available for this scope. Knowledge bases are created "
+    "'working', and questions read approved ones: approve one (PATCH /v1/kb/{kb_id} "
+    '{"status": "approved"}), or, when your policy grants working docs, ask with '
+    "scope.includeWorkingDocs=true."
+)
 
 
 def to_answer_citation(citation: Citation) -> AnswerCitation:

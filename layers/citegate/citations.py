@@ -1,17 +1,19 @@
 """Delayed citation binding: ref ids become displayable citations only when asked for.
 
-A ref id resolves only inside the knowledge bases the caller may read; any other ref, known or
-not, is reported as missing, so resolve_refs cannot be used to read another knowledge base.
+A ref id resolves only inside the caller's scope (the knowledge base, and the projects, paths,
+versions and files its policy grants); any other ref, known or not, is reported as missing, so
+resolve_refs cannot be used to read outside the scope.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from citegate.errors import SearchUnavailableError
 from citegate.models.retrieval import Citation, ResolveRefsResponse
-from citegate.search.base import ChunkRecord, SearchUnavailable
+from citegate.observability import logger
+from citegate.search.base import ChunkRecord, SearchFilter, SearchUnavailable, chunks_in
 
 if TYPE_CHECKING:
     from citegate.container import Services
@@ -46,13 +48,13 @@ def citation_for(chunk: ChunkRecord) -> Citation:
     )
 
 
-def resolve_refs(s: Services, kb_ids: Iterable[str], ref_ids: Sequence[str]) -> ResolveRefsResponse:
-    allowed = set(kb_ids)
+def resolve_refs(s: Services, scope: SearchFilter, ref_ids: Sequence[str]) -> ResolveRefsResponse:
     wanted = list(dict.fromkeys(ref_ids))
     try:
-        chunks = s.index.get_chunks(wanted)
+        chunks = chunks_in(s.index, scope, wanted)
     except SearchUnavailable as error:
-        raise SearchUnavailableError(f"the search index is unreachable: {error}") from error
-    citations = [citation_for(chunks[r]) for r in wanted if r in chunks and chunks[r].kb_id in allowed]
+        logger.warning("search index unreachable", extra={"reason": str(error)})
+        raise SearchUnavailableError("the search index is unreachable") from error
+    citations = [citation_for(chunks[r]) for r in wanted if r in chunks]
     found = {c.ref_id for c in citations}
     return ResolveRefsResponse(citations=citations, missing=[r for r in wanted if r not in found])

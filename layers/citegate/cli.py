@@ -475,6 +475,42 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return serve_stdio(AdapterConfig.from_env(sigv4=args.sigv4, url=args.url, token=args.token))
 
 
+def cmd_policies_reseed(args: argparse.Namespace) -> int:
+    """Overwrite policies with the seed file's: recovery by hand (docs/deploy.md). Writes to the
+    policies table directly, never through the API: locally the stopped server's data folder
+    ($RAG_DATA_ROOT), in AWS (CITEGATE_RUNTIME=aws, CITEGATE_STAGE) the stage's table."""
+    from citegate.errors import NotFound
+    from citegate.policy.store import SEED_FILE
+    from citegate.settings import get_settings
+
+    settings = get_settings()
+    path = Path(args.file) if args.file else (settings.policy_seed_file or SEED_FILE)
+    tenant = args.tenant or settings.default_tenant
+    try:
+        if settings.runtime == "aws":
+            from citegate.container import services
+
+            written = services().policies.reseed(path, keys=args.keys or None, tenant_id=tenant)
+        else:
+            from citegate.local.stack import DataRootInUse, LocalStack
+
+            stack = LocalStack(settings, poll=False)
+            try:
+                stack.start()
+            except DataRootInUse as error:
+                raise CliError(f"{error} (stop the server first)", EXIT_USAGE) from error
+            try:
+                assert stack.services is not None
+                written = stack.services.policies.reseed(path, keys=args.keys or None, tenant_id=tenant)
+            finally:
+                stack.stop()
+    except (NotFound, OSError, ValueError) as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+    for key in written:
+        print(f"reseeded {key} from {path}")
+    return EXIT_OK
+
+
 # --- parser ---------------------------------------------------------------------------------------
 
 
@@ -556,6 +592,18 @@ def build_parser() -> argparse.ArgumentParser:
     _ingest_options(evaluation, timeout=3600)
     _connection_options(evaluation)
     evaluation.set_defaults(run=cmd_eval)
+
+    policies = commands.add_parser("policies", help="server-held policies (recovery by hand)")
+    policy_commands = policies.add_subparsers(dest="policies_command", required=True)
+    reseed = policy_commands.add_parser(
+        "reseed", help="overwrite policies with the seed file's (default: every key in it)"
+    )
+    reseed.add_argument("keys", nargs="*", metavar="PRINCIPAL_KEY", help="e.g. service:rag-service")
+    reseed.add_argument(
+        "--file", help="seed file (default: $CITEGATE_POLICY_SEED_FILE or config/policies.json)"
+    )
+    reseed.add_argument("--tenant", help="tenant of policies that name none (default: the deployment's)")
+    reseed.set_defaults(run=cmd_policies_reseed)
 
     mcp = commands.add_parser("mcp", help="run the MCP server (stdio by default)")
     transport = mcp.add_mutually_exclusive_group()

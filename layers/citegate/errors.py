@@ -45,6 +45,12 @@ class DatasetNotAllowed(Forbidden):
     kind = "dataset_not_allowed"
 
 
+class ForbiddenAction(Forbidden):
+    """The tool is granted but the write action it performs is not (spec 000 6.2 step 7)."""
+
+    kind = "forbidden_action"
+
+
 class AuditUnavailable(CitegateError):
     kind, status = "audit_unavailable", 503
 
@@ -117,6 +123,7 @@ _V1_CODES: dict[str, str] = {
     "forbidden_tool": "forbidden",
     "forbidden_scope": "forbidden",
     "dataset_not_allowed": "forbidden",
+    "forbidden_action": "forbidden",
 }
 
 
@@ -147,6 +154,7 @@ _CHAT_CODES: dict[str, str] = {
     "forbidden_tool": "FORBIDDEN",
     "forbidden_scope": "FORBIDDEN",
     "dataset_not_allowed": "FORBIDDEN",
+    "forbidden_action": "FORBIDDEN",
     "route_not_found": "NOT_FOUND",
     "internal": "INTERNAL_ERROR",
 }

@@ -17,7 +17,7 @@ from citegate.audit import AuditRecord, now_iso
 from citegate.errors import (
     AuditUnavailable,
     DatasetNotAllowed,
-    Forbidden,
+    ForbiddenAction,
     ForbiddenScope,
     ForbiddenTool,
     RateLimited,
@@ -268,7 +268,9 @@ def _dataset(s: Services, call: Authorized, kb_id: str, write: WriteAction | Non
 def _write_action(s: Services, call: Authorized, write: WriteAction) -> None:
     """7. The write action; before anything changes, the call's audit record exists."""
     if not call.policy.allows_write(write):
-        raise Forbidden(f"the write action {write!r} is not granted", details={"action": write})
+        raise ForbiddenAction(
+            f"the write action {write!r} is not granted (the tool is)", details={"action": write}
+        )
     _write_pending(s, current_call())
 
 
@@ -285,8 +287,18 @@ def readable_kbs(s: Services, authorized: Authorized, *, include_working: bool) 
 
 
 def _rate_limit(s: Services, principal: Principal, policy: Policy, source_ip: str | None) -> None:
-    who = f"{principal.tenant_id}:{principal.type}:{principal.id}"
-    limits = [(f"principal:{who}", policy.rate_limit_per_minute)]
+    """The principal's limit (its policy's), or for anonymous callers, who are all one principal,
+    a limit per client address under a site-wide ceiling (settings); and the per-address limit of
+    every caller. One call counts against all of them or none (citegate.ratelimit)."""
+    if principal.type == "anonymous":
+        site = f"anonymous:{principal.tenant_id}"
+        limits = [
+            (f"{site}:ip:{source_ip or 'unknown'}", s.settings.anonymous_ip_rate_limit_per_minute),
+            (site, s.settings.anonymous_rate_limit_per_minute),
+        ]
+    else:
+        who = f"{principal.tenant_id}:{principal.type}:{principal.id}"
+        limits = [(f"principal:{who}", policy.rate_limit_per_minute)]
     if source_ip:
         limits.append((f"ip:{source_ip}", s.settings.ip_rate_limit_per_minute))
     s.counters.hit_all(limits)

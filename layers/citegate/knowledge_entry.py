@@ -1,9 +1,12 @@
 """Spec 002's governed knowledge entry: one retrieval route for business agents.
 
 The caller agent key identifies the agent; only the knowledge bases and files its policy grants
-are searched. Statistics questions ("how many files", "which documents", "knowledge base status")
-are answered from metadata without retrieval or model tokens. An empty knowledge base gets
-guidance, not an error; an unreachable one gets the unavailable error and no web fallback.
+are searched, and only inside its scope (projects, paths, versions). Statistics questions ("how
+many files", "which documents", "knowledge base status") are answered from metadata without
+retrieval or model tokens. Spec 002 tells three states apart: an empty knowledge base gets
+guidance, not an error (6.2); an unreachable one gets the unavailable error and no web fallback
+(6.1); one the caller key is not granted, or that does not exist (the same answer, so existence is
+not revealed), is refused: 403 `forbidden`, `details.reason` `dataset_not_allowed`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from citegate.errors import SearchUnavailableError
+from citegate.errors import DatasetNotAllowed, SearchUnavailableError
 from citegate.governance import Authorized, current_call
 from citegate.models.knowledge import KnowledgeQuery
 from citegate.retrieval import retrieve
@@ -47,16 +50,28 @@ def is_stats_query(query: str) -> bool:
 
 
 def granted_kbs(s: Services, call: Authorized, requested: list[str] | None) -> list[KnowledgeBase]:
+    """The knowledge bases the query reads: all granted ones, or the requested ones, each of which
+    must be granted (an unknown one is refused the same way, so existence is not revealed)."""
+    if not call.policy.knowledge_bases:
+        raise DatasetNotAllowed("no knowledge base is granted to the caller agent key")
     kbs = [kb for kb in s.kbs.list(call.principal.tenant_id) if call.policy.allows_kb(kb.kb_id)]
     if "*" in call.policy.knowledge_bases:  # a wildcard grant covers published knowledge only
         kbs = [kb for kb in kbs if kb.status == "approved" or call.policy.working_docs]
     if requested is not None:
-        kbs = [kb for kb in kbs if kb.kb_id in requested]
+        wanted = list(dict.fromkeys(requested))
+        refused = [kb_id for kb_id in wanted if kb_id not in {kb.kb_id for kb in kbs}]
+        if refused:
+            raise DatasetNotAllowed(
+                f"knowledge base(s) not granted to the caller agent key: {', '.join(refused)}",
+                details={"knowledge_bases": refused},
+            )
+        kbs = [kb for kb in kbs if kb.kb_id in wanted]
     return kbs
 
 
 def _files(s: Services, call: Authorized, kb: KnowledgeBase) -> list[dict[str, Any]]:
-    granted = call.policy.files.get(kb.kb_id) if call.policy.files is not None else None
+    """The knowledge base's files the caller may see: granted files inside its scope."""
+    scope = call.search_scope(frozenset({kb.kb_id})).to_filter()
     return [
         {
             "file_id": d.document_id,
@@ -64,8 +79,7 @@ def _files(s: Services, call: Authorized, kb: KnowledgeBase) -> list[dict[str, A
             "status": d.status,
             "chunks": d.counts.children,
         }
-        for d in sorted(s.documents.list(kb.kb_id), key=lambda d: d.source_name)
-        if granted is None or d.source_name in granted
+        for d in sorted(s.documents.list_in(kb.kb_id, scope), key=lambda d: d.source_name)
     ]
 
 

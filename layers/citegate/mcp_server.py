@@ -16,8 +16,10 @@ How a call reaches its route (a `Backend`):
   unchanged, as API Gateway would hand it over. That works for SigV4 callers too, whose signature
   covers `/mcp` and could not be forwarded to another path.
 
-Listing: `GET /v1/me` (through the same backend) names the tools the caller's policy grants; only
-those are listed, and a call to another one is refused by its route with forbidden_tool.
+Listing: `GET /v1/me` (through the same backend) says what the caller's policy grants (tools, write
+actions, the web); only the tools the caller can actually call are listed (the tool granted, the
+route's write action granted, the web allowed for the web tools), and a call to another one is
+refused by its route (forbidden_tool, forbidden).
 """
 
 from __future__ import annotations
@@ -529,13 +531,43 @@ async def allowed_tools(backend: Backend) -> frozenset[str] | None:
         return None
     granted: frozenset[str] | None = None
     if status == 200 and isinstance(body.get("tools"), list):
-        granted = frozenset(str(t) for t in body["tools"])
+        granted = callable_tools(body)
     elif status in (401, 403):
         granted = frozenset()
     if cache is not None and (status == 200 or status in (401, 403)):
         store, key = cache
         store[key] = (time.monotonic(), granted)
     return granted
+
+
+def _write_of(spec: ToolSpec) -> str | None:
+    route = next(r for r in routes.ROUTES if r.method == spec.method and r.path == spec.path)
+    return route.write
+
+
+# The write action each tool's route performs (granted by a policy's write_actions, or "admin").
+TOOL_WRITES: dict[str, str | None] = {name: _write_of(spec) for name, spec in ALL_TOOLS.items()}
+
+
+def callable_tools(me: Mapping[str, Any]) -> frozenset[str]:
+    """The policy tools a caller can actually call, from its `GET /v1/me`: granted (by name or "*"),
+    with the route's write action granted, and for the web tools the web allowed. A grant the
+    answer does not state (an older server) is not used to hide anything."""
+    tools = {str(t) for t in me.get("tools") or []}
+    writes = me.get("write_actions")
+    web = me.get("web")
+    names: set[str] = set()
+    for spec in ALL_TOOLS.values():
+        tool = POLICY_TOOL[spec.name]
+        if "*" not in tools and tool not in tools:
+            continue
+        write = TOOL_WRITES[spec.name]
+        if write is not None and isinstance(writes, list) and not {"admin", write} & set(writes):
+            continue
+        if spec in WEB_TOOLS and isinstance(web, Mapping) and not web.get("enabled"):
+            continue
+        names.add(tool)
+    return frozenset(names)
 
 
 def visible(spec: ToolSpec, granted: frozenset[str] | None) -> bool:

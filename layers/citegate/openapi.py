@@ -155,6 +155,7 @@ OPERATIONS: dict[str, Op] = {
         ),
         "Get a presigned URL to upload a large file, then ingest it by s3_key.",
         201,
+        errors=(413,),
     ),
     "document_ingest": Op(
         IngestRequest,
@@ -186,6 +187,7 @@ OPERATIONS: dict[str, Op] = {
             tools=array(STR),
             knowledge_bases=array(STR),
             write_actions=array(STR),
+            web=obj(enabled=BOOL, domains=array(STR)),
         ),
         "Who the caller is and what its policy grants.",
     ),
@@ -197,7 +199,7 @@ OPERATIONS: dict[str, Op] = {
         obj(
             False,
             success=BOOL,
-            type={"type": "string", "enum": ["results", "stats", "empty"]},
+            type={"type": "string", "enum": ["retrieval", "stats", "empty"]},
             answer=STR,
             guidance=STR,
             knowledge_bases=array(ANY_OBJECT),
@@ -220,7 +222,7 @@ OPERATIONS: dict[str, Op] = {
         TURN_RESULT,
         "Ask a follow-up in a session: its scope, or a narrower one sent in `scope`.",
         anonymous=True,
-        errors=(410,),
+        errors=(409, 410),
     ),
     "agent_search": Op(
         SearchBody,
@@ -249,6 +251,7 @@ OPERATIONS: dict[str, Op] = {
             sections=array(ANY_OBJECT),
         ),
         "Agent tool: a page by path, as sections with headings and anchors.",
+        errors=(404,),
     ),
     "agent_get_context": Op(
         GetContextBody,
@@ -258,13 +261,23 @@ OPERATIONS: dict[str, Op] = {
             tokensUsed=INT,
             passages=array(ANY_OBJECT),
             relatedPages=array(ANY_OBJECT),
-            omitted=INT,
+            omitted=array(
+                obj(
+                    rank=INT,
+                    chunkId=STR,
+                    score={"type": "number"},
+                    tokens=INT,
+                    reason={"type": "string", "enum": ["token_budget"]},
+                )
+            ),
         ),
         "Agent tool: context passages for a task within a token budget.",
     ),
-    "agent_create_feedback": Op(FeedbackBody, ReportResult, "Agent tool: report feedback.", anonymous=True),
+    "agent_create_feedback": Op(
+        FeedbackBody, ReportResult, "Agent tool: report feedback.", anonymous=True, errors=(409,)
+    ),
     "agent_create_improvement_task": Op(
-        ImprovementTaskBody, ReportResult, "Agent tool: open an improvement task."
+        ImprovementTaskBody, ReportResult, "Agent tool: open an improvement task.", errors=(409,)
     ),
     "admin_feedback_list": Op(
         None,
@@ -276,7 +289,7 @@ OPERATIONS: dict[str, Op] = {
             LIMIT,
         ),
     ),
-    "admin_feedback_close": Op(CloseBody, FeedbackRecordAdmin, "Close a feedback record."),
+    "admin_feedback_close": Op(CloseBody, FeedbackRecordAdmin, "Close a feedback record.", errors=(409,)),
     "query_v2": Op(
         QueryV2Body,
         None,
@@ -300,8 +313,8 @@ OPERATIONS: dict[str, Op] = {
         "(initialize, tools/list, tools/call); tools are listed and called under the caller's own policy.",
         anonymous=True,
     ),
-    "web_search": Op(WebSearchRequest, WebSearchResponse, "Search the web."),
-    "web_read": Op(WebReadRequest, WebReadResponse, "Read web pages."),
+    "web_search": Op(WebSearchRequest, WebSearchResponse, "Search the web.", errors=(408,)),
+    "web_read": Op(WebReadRequest, WebReadResponse, "Read web pages.", errors=(408,)),
     "admin_policies_list": Op(None, obj(policies=array(ref(Policy))), "List the tenant's policies."),
     "admin_policy_get": Op(None, Policy, "Get a principal's policy."),
     "admin_policy_put": Op(PolicyUpdate, Policy, "Write a principal's policy."),
@@ -374,6 +387,7 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     401: "No valid credentials.",
     403: "The caller's policy does not allow this.",
     404: "Not found.",
+    408: "A request to the web timed out.",
     409: "Conflict.",
     410: "The session has expired.",
     413: "The payload is too large.",
@@ -382,14 +396,6 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     500: "Internal error.",
     503: "A dependency is unavailable.",
 }
-
-
-def family_of(path: str) -> errors.Family:
-    if path.startswith(("/answer/", "/agent/")):
-        return "answer"
-    if path.startswith(("/api/v1/web/", "/api/v1/agent/", "/api/v2/")):
-        return "chat"
-    return "v1"
 
 
 def tag_of(path: str) -> str:
@@ -493,7 +499,7 @@ def build_openapi() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for route in routes.ROUTES:
         op = OPERATIONS[route.function]
-        family = family_of(route.path)
+        family = route.family  # the handler's, and the gateway's for its own refusals
         operation: dict[str, Any] = {
             "operationId": route.function,
             "summary": op.summary,
@@ -538,9 +544,26 @@ def build_openapi() -> dict[str, Any]:
             )
             success["content"] = {"application/json": {"schema": schema}}
         if op.stream is not None:
+            # Before OpenAPI 3.2 (`itemSchema`), a stream's `schema` describes one event: its
+            # `data` is the event's JSON (contentSchema), as schemathesis checks it.
+            event = ref_of(op.stream, "serialization")
             success.setdefault("content", {})["text/event-stream"] = {
-                "schema": {"type": "string", "description": "`data: <event JSON>` lines"},
-                "x-event-schema": ref_of(op.stream, "serialization"),
+                "schema": {
+                    "type": "object",
+                    "description": "One server-sent event: `data: <event JSON>`.",
+                    "properties": {
+                        "data": {
+                            "type": "string",
+                            "contentMediaType": "application/json",
+                            "contentSchema": event,
+                        },
+                        "event": STR,
+                        "id": STR,
+                        "retry": INT,
+                    },
+                    "required": ["data"],
+                },
+                "x-event-schema": event,
             }
         if op.status == 202:
             success["headers"] = {
@@ -549,6 +572,8 @@ def build_openapi() -> dict[str, Any]:
         responses: dict[str, Any] = {str(op.status): success}
 
         statuses = {400, 429, 500, 503, *op.errors}
+        if op.request is not None:
+            statuses.add(413)  # the gateway's payload limit (API Gateway's 10 MB)
         if route.auth != "none":
             statuses |= {401, 403}
         if path_params(route.path):

@@ -101,7 +101,9 @@ TABLES: tuple[TableShape, ...] = (
     WEB_CACHE,
     CHATS,
 )
+# Audit records' retention unless CITEGATE_AUDIT_RETENTION_DAYS says otherwise (Settings.audit_ttl_days).
 AUDIT_TTL_DAYS = 400
+LOCAL_AUDIT_TTL_DAYS = 7
 TASK_TTL_DAYS = 30
 
 
@@ -155,3 +157,36 @@ def state_machine_name(stage: str) -> str:
 
 def function_name(stage: str, function: str) -> str:
     return f"{APP}-{stage}-{function.replace('_', '-')}"
+
+
+@dataclass(frozen=True)
+class CorsShape:
+    """CORS of the public HTTP API (infra/constructs/api.py) and of the local gateway, which answers
+    preflights as API Gateway does. The page origins are per deployment: the CDK context
+    `page_origins` in AWS, CITEGATE_ALLOWED_ORIGINS locally (the origins cookie requests may come from)."""
+
+    allow_methods: tuple[str, ...]
+    allow_headers: tuple[str, ...]  # lower case, as API Gateway compares them
+    expose_headers: tuple[str, ...]
+    max_age_seconds: int
+
+
+# What a page on another origin (a docs-site widget, the console) needs: every route's method, the
+# credential headers (bearer, spec 002's caller agent key, spec 000's session token), JSON bodies,
+# chats' idempotency keys, MCP's headers; and to read the request id, Location and Retry-After.
+CORS = CorsShape(
+    allow_methods=("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"),
+    allow_headers=(
+        "authorization",
+        "content-type",
+        "idempotency-key",
+        "last-event-id",
+        "mcp-protocol-version",
+        "mcp-session-id",
+        "x-caller-agent-key",
+        "x-request-id",
+        "x-session-token",
+    ),
+    expose_headers=("apigw-requestid", "location", "retry-after", "x-request-id"),
+    max_age_seconds=3600,
+)

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from citegate.policy.model import WriteAction
 
 Auth = Literal["none", "principal"]
+# The route's error family (citegate.errors.Family): spec 004's /v1 codes, spec 000's Answer API
+# codes, spec 001's upper-case codes. Handlers take theirs from here (`family_of_function`).
+Family = Literal["v1", "answer", "chat"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class Route:
     every_caller: bool = False  # no grant needed beyond a policy (who am I, what may I use)
     # Spec 002 carries the caller agent key in the body, where no authorizer sees it.
     body_credential: Literal["caller_agent_key"] | None = None
+    # The codes its errors use, the gateway's own refusals (404, 405, 413, 503) included.
+    family: Family = "v1"
 
     @property
     def route_key(self) -> str:
@@ -81,9 +86,15 @@ ROUTES: tuple[Route, ...] = (
         body_credential="caller_agent_key",
     ),
     # Spec 000: the Answer API for people and Agent Access tools for agents.
-    Route("POST", "/answer/ask", "answer_ask", "answer_ask", anonymous=True, scoped=True),
+    Route("POST", "/answer/ask", "answer_ask", "answer_ask", anonymous=True, scoped=True, family="answer"),
     Route(
-        "POST", "/answer/sessions", "answer_session_create", "answer_sessions", anonymous=True, scoped=True
+        "POST",
+        "/answer/sessions",
+        "answer_session_create",
+        "answer_sessions",
+        anonymous=True,
+        scoped=True,
+        family="answer",
     ),
     Route(
         "POST",
@@ -92,11 +103,14 @@ ROUTES: tuple[Route, ...] = (
         "answer_turns",
         anonymous=True,
         scoped=True,
+        family="answer",
     ),
-    Route("POST", "/agent/tools/search", "agent_search", "search", scoped=True),
-    Route("POST", "/agent/tools/ask", "agent_ask", "ask", scoped=True),
-    Route("POST", "/agent/tools/get_page", "agent_get_page", "get_page", scoped=True),
-    Route("POST", "/agent/tools/get_context", "agent_get_context", "get_context", scoped=True),
+    Route("POST", "/agent/tools/search", "agent_search", "search", scoped=True, family="answer"),
+    Route("POST", "/agent/tools/ask", "agent_ask", "ask", scoped=True, family="answer"),
+    Route("POST", "/agent/tools/get_page", "agent_get_page", "get_page", scoped=True, family="answer"),
+    Route(
+        "POST", "/agent/tools/get_context", "agent_get_context", "get_context", scoped=True, family="answer"
+    ),
     Route(
         "POST",
         "/agent/tools/create_feedback",
@@ -105,6 +119,7 @@ ROUTES: tuple[Route, ...] = (
         anonymous=True,
         write="feedback",
         scoped=True,
+        family="answer",
     ),
     Route(
         "POST",
@@ -113,25 +128,42 @@ ROUTES: tuple[Route, ...] = (
         "create_improvement_task",
         write="improvement_task",
         scoped=True,
+        family="answer",
     ),
     Route("GET", "/admin/feedback", "admin_feedback_list", "admin"),
     Route("POST", "/admin/feedback/{record_id}/close", "admin_feedback_close", "admin", write="admin"),
     # Spec 003: the dual-agent query, streamed as server-sent events.
-    Route("POST", "/api/v2/query", "query_v2", "query_v2", streaming=True, anonymous=True, scoped=True),
+    Route(
+        "POST",
+        "/api/v2/query",
+        "query_v2",
+        "query_v2",
+        streaming=True,
+        anonymous=True,
+        scoped=True,
+        family="chat",
+    ),
     # Spec 001: agent chats with model switching (owner-only), and the models a caller may pick.
-    Route("POST", "/api/v1/agent/chats", "agent_chat_create", "chat"),
-    Route("GET", "/api/v1/agent/chats", "agent_chat_list", "chat"),
-    Route("GET", "/api/v1/agent/chats/{chat_id}", "agent_chat_get", "chat"),
-    Route("PATCH", "/api/v1/agent/chats/{chat_id}", "agent_chat_update", "chat"),
-    Route("DELETE", "/api/v1/agent/chats/{chat_id}", "agent_chat_delete", "chat"),
-    Route("POST", "/api/v1/agent/chats/{chat_id}/messages", "agent_chat_message", "chat", streaming=True),
-    Route("GET", "/api/v1/agent/models", "agent_models_list", "chat"),
+    Route("POST", "/api/v1/agent/chats", "agent_chat_create", "chat", family="chat"),
+    Route("GET", "/api/v1/agent/chats", "agent_chat_list", "chat", family="chat"),
+    Route("GET", "/api/v1/agent/chats/{chat_id}", "agent_chat_get", "chat", family="chat"),
+    Route("PATCH", "/api/v1/agent/chats/{chat_id}", "agent_chat_update", "chat", family="chat"),
+    Route("DELETE", "/api/v1/agent/chats/{chat_id}", "agent_chat_delete", "chat", family="chat"),
+    Route(
+        "POST",
+        "/api/v1/agent/chats/{chat_id}/messages",
+        "agent_chat_message",
+        "chat",
+        streaming=True,
+        family="chat",
+    ),
+    Route("GET", "/api/v1/agent/models", "agent_models_list", "chat", family="chat"),
     # MCP over streamable HTTP (stateless, JSON responses); each tool call is authorized and
     # audited by the route behind the tool, under the caller's own policy.
     Route("POST", "/mcp", "mcp"),
     # Spec 001: web search and reading (JINA-compatible shapes, section 3.2).
-    Route("POST", "/api/v1/web/search", "web_search", "web_search"),
-    Route("POST", "/api/v1/web/read", "web_read", "web_read"),
+    Route("POST", "/api/v1/web/search", "web_search", "web_search", family="chat"),
+    Route("POST", "/api/v1/web/read", "web_read", "web_read", family="chat"),
     # Administration: policies, agent credentials, the audit log.
     Route("GET", "/admin/policies", "admin_policies_list", "admin"),
     Route("GET", "/admin/policies/{principal_key}", "admin_policy_get", "admin"),
@@ -172,3 +204,35 @@ def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
 
 def path_exists(path: str) -> bool:
     return any(route.pattern().match(path) for route in ROUTES)
+
+
+def family_of_function(function: str) -> Family:
+    """The error family of a function's routes (a handler's `make_resolver`/`http_handler` family)."""
+    families = {route.family for route in ROUTES if route.function == function}
+    if len(families) != 1:
+        raise ValueError(f"{function!r} has no route, or routes of different families: {families}")
+    return families.pop()
+
+
+def _segments(path: str) -> list[str]:
+    return [part for part in path.split("/") if part]
+
+
+def family_of_path(path: str) -> Family:
+    """The family of the routes a path belongs to, matched or not: the family shared by the routes
+    whose paths agree longest with it, segment by segment ({param} matches any segment). So the
+    gateway answers /api/v1/agent/nothing (404) or a PUT to /api/v1/web/read (405) in spec 001's
+    codes; a path that shares no prefix with any route, or whose closest routes disagree, is "v1"."""
+    parts = _segments(path)
+    best, families = 0, set()
+    for route in ROUTES:
+        shared = 0
+        for mine, theirs in zip(parts, _segments(route.path), strict=False):
+            if mine != theirs and not theirs.startswith("{"):
+                break
+            shared += 1
+        if shared > best:
+            best, families = shared, {route.family}
+        elif shared == best and shared:
+            families.add(route.family)
+    return families.pop() if best and len(families) == 1 else "v1"

@@ -58,6 +58,11 @@ class Settings(BaseModel):
     local_iam_credentials: Path | None = Field(None, alias="CITEGATE_LOCAL_IAM_CREDENTIALS")
     default_rate_limit_per_minute: int = Field(120, alias="CITEGATE_DEFAULT_RATE_LIMIT")
     ip_rate_limit_per_minute: int = Field(600, alias="CITEGATE_IP_RATE_LIMIT")
+    # Anonymous (public-read) callers are one principal: they are limited per client address
+    # (API Gateway's sourceIp) and, all of them together, by a site-wide ceiling. The anonymous
+    # policy's own rate_limit_per_minute is not used.
+    anonymous_ip_rate_limit_per_minute: int = Field(30, ge=1, alias="CITEGATE_ANONYMOUS_IP_RATE_LIMIT")
+    anonymous_rate_limit_per_minute: int = Field(1200, ge=1, alias="CITEGATE_ANONYMOUS_RATE_LIMIT")
     policy_seed_file: Path | None = Field(None, alias="CITEGATE_POLICY_SEED_FILE")
 
     # Optional sink for feedback and improvement tasks: GitHub issues (REST API).
@@ -86,6 +91,11 @@ class Settings(BaseModel):
     # Local state (spec 004's variable) and the local gateway's port (spec 004's port).
     data_root: Path = Field(Path(".data"), alias="RAG_DATA_ROOT")
     port: int = Field(8099, alias="PORT")
+
+    # Days an audit record is kept: its TTL attribute (expires_at), after which DynamoDB's TTL (in
+    # AWS) or the local TTL sweeper deletes it. Unset: 400 days in AWS, 7 on the local runtime,
+    # whose embedded tables hold every record in memory (about 5 KB each).
+    audit_retention_days: float | None = Field(None, gt=0, alias="CITEGATE_AUDIT_RETENTION_DAYS")
 
     # Ingestion limits.
     # Uploaded documents (presigned S3) may be this large; inline ones (text, base64) are bounded by
@@ -140,6 +150,14 @@ class Settings(BaseModel):
     @property
     def local_runtime(self) -> bool:
         return self.runtime == "local"
+
+    @property
+    def audit_ttl_days(self) -> float:
+        from citegate.resources import AUDIT_TTL_DAYS, LOCAL_AUDIT_TTL_DAYS
+
+        if self.audit_retention_days is not None:
+            return self.audit_retention_days
+        return LOCAL_AUDIT_TTL_DAYS if self.local_runtime else AUDIT_TTL_DAYS
 
     @property
     def ingest_calls_at_once(self) -> int:

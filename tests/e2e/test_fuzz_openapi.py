@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from citegate import routes
+from citegate.policy.model import PolicyUpdate
 from tests.e2e.conftest import ROOT, TOKEN, Server
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -80,6 +82,11 @@ def _seed_resources(client: Any) -> tuple[dict[str, str], dict[str, str]]:
     while client.get(f"/v1/tasks/{accepted['task_id']}").json()["status"] not in ("succeeded", "failed"):
         assert time.monotonic() < deadline, "the seed document was not ingested in time"
         time.sleep(0.1)
+    # The service token's policy grants the web ("*"): take it away, so no fuzzed URL is fetched.
+    policy = client.get("/admin/policies/service:rag-service").json()
+    no_web = {k: v for k, v in policy.items() if k in PolicyUpdate.model_fields} | {"web": {"enabled": False}}
+    updated = client.put("/admin/policies/service:rag-service", json=no_web)
+    assert updated.status_code == 200 and not updated.json()["web"]["enabled"], updated.text
     chat = client.post("/api/v1/agent/chats", json={"title": "fuzz"}).json()
     session = client.post("/answer/sessions", json={}).json()
     issued = client.post("/admin/agents/fuzz-agent/credentials", json={"kind": "token"}).json()
@@ -110,6 +117,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "CITEGATE_LOCAL_INGEST_ROOT": str(ingest_root),
         # Every request comes from 127.0.0.1: the per-address limit would turn most into 429s.
         "CITEGATE_IP_RATE_LIMIT": "1000000",
+        # The fuzz sends hundreds of calls a minute with the service token: its limit is not tested here.
+        "CITEGATE_DEFAULT_RATE_LIMIT": "1000000",
         "CITEGATE_WEB_BROWSER": "none",
     }
     server = Server(root / "data", env).start()
@@ -122,14 +131,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         session.close()
     finally:
         server.stop()
-
-
-def _family(path: str) -> str:
-    if path.startswith(("/api/v1/agent/", "/api/v1/web/", "/api/v2/")):
-        return "chat"
-    if path.startswith(("/answer/", "/agent/tools/")):
-        return "answer"
-    return "v1"
 
 
 def header(response: Any, name: str) -> str:
@@ -167,9 +168,39 @@ def problem_with(label: str, response: Any) -> str | None:
         return f"{status} details is not an object: {body}"
     if not request_id or request_id != header(response, "apigw-requestid"):
         return f"{status} requestId {request_id!r} is not the request's id"
-    if status != 429 and _family(label.split(" ", 1)[1]) == "chat" and code != code.upper():
+    if status != 429 and routes.family_of_path(label.split(" ", 1)[1]) == "chat" and code != code.upper():
         return f"{status} spec 001 route answered a lower-case code {code!r}"
     return None
+
+
+def conformance_problems(case: Any, response: Any) -> list[str]:
+    """What schemathesis's response checks find: every status, content type, body and documented
+    header must be what docs/openapi.json says for the operation (issue 19)."""
+    from schemathesis.checks import (
+        content_type_conformance,
+        not_a_server_error,
+        response_headers_conformance,
+        response_schema_conformance,
+        status_code_conformance,
+    )
+    from schemathesis.core.failures import Failure, FailureGroup
+
+    checks = [
+        not_a_server_error,
+        status_code_conformance,
+        content_type_conformance,
+        response_headers_conformance,
+        response_schema_conformance,
+    ]
+    try:
+        case.validate_response(response, checks=checks)
+    except FailureGroup as group:
+        return [
+            f"{response.status_code} {failure.title}: {failure.message[:600]}" for failure in group.exceptions
+        ]
+    except Failure as failure:
+        return [f"{response.status_code} {failure.title}: {failure.message[:600]}"]
+    return []
 
 
 def fuzz(
@@ -203,8 +234,8 @@ def fuzz(
             (case.headers or {}).pop(name, None)
         response = case.call(base_url=stack.server.url, session=stack.session, headers=headers, timeout=30)
         stack.responses += 1
-        problem = problem_with(label, response)
-        if problem is not None:
+        problems = [problem_with(label, response), *conformance_problems(case, response)]
+        for problem in filter(None, problems):
             sent = {"path": case.formatted_path, "query": case.query, "body": case.body}
             stack.problems.append(f"{label} [{mode.value}] {problem}\n    sent: {str(sent)[:400]}")
 

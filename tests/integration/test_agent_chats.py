@@ -287,8 +287,8 @@ def test_models_list_and_unknown_model(client: TestClient, models: StreamingOpen
     assert listed["default_model_id"] == "citegate-offline" and by_id["citegate-offline"]["default"]
     assert by_id["citegate-offline"]["offline"] and not by_id["citegate-offline"]["model_knowledge"]
     assert by_id["chat-stream"]["tool_calling"] and not by_id["chat-stream"]["offline"]
-    # The service principal's policy does not grant model knowledge or the web.
-    assert not by_id["chat-stream"]["model_knowledge"] and listed["web_search_allowed"] is False
+    # The service principal's policy grants every tool, so the web too, but not model knowledge.
+    assert not by_id["chat-stream"]["model_knowledge"] and listed["web_search_allowed"] is True
 
     chat_id = new_chat(client)
     for body in (
@@ -370,7 +370,8 @@ def test_an_uncited_model_summary_falls_back_to_labelled_model_knowledge(
 
 
 def test_web_asked_for_but_not_allowed_by_policy(client: TestClient, chat_kb: str) -> None:
-    reply = send(client, new_chat(client), "How tall is Zorvath Ridge?", web_search_enabled=True)
+    with agent(client) as caller:  # tools ["chat"] and no web grant (the service token's "*" has it)
+        reply = send(caller, new_chat(caller), "How tall is Zorvath Ridge?", web_search_enabled=True)
     assert [p["source"] for p in reply["parts"]] == ["knowledge_base", "notice"]
     assert "policy does not allow the web" in reply["parts"][1]["content"]
     assert reply["web_search_results"] is None and reply["sources"][0]["cited"]

@@ -246,7 +246,7 @@ def test_get_page_and_get_context(client: TestClient, corpus: str) -> None:
         body = page.json()
         assert [h["anchor"] for h in body["headings"]][:1] == ["memory"] and body["sections"]
         hidden = agent.post("/agent/tools/get_page", json={"path": "internal/ops/keys.md"})
-        assert hidden.status_code == 404
+        assert hidden.status_code == 403 and hidden.json()["error"] == "forbidden_scope"  # spec 000 case 2
         pack = agent.post(
             "/agent/tools/get_context", json={"task": "configure agent memory limits", "tokenBudget": 200}
         ).json()

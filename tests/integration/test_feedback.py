@@ -173,7 +173,7 @@ def test_write_action_and_tool_are_checked(client: TestClient) -> None:
     _, allowed = _agent(client, {**grant, "scope": {"path_prefixes": ["publish"]}})
     with _as(no_write) as agent:
         refused = agent.post(FEEDBACK, json=_body())
-        assert refused.status_code == 403 and refused.json()["error"] == "forbidden_tool"
+        assert refused.status_code == 403 and refused.json()["error"] == "forbidden_action"
         assert refused.json()["details"]["action"] == "feedback"
         assert agent.get("/admin/feedback").status_code == 403
     with _as(no_tool) as agent:

@@ -3,13 +3,14 @@
 The events are spec 003's, with exactly its `message_type` codes:
   201 status · 301/302 tool call start/end · 1 content delta · 204 references · 0 end · 22 error.
 The knowledge bases searched are those the caller's policy lets it read (anonymous callers get the
-public-read policy); a failure midway becomes a 22 followed by the 0 that ends the stream.
+public-read policy): approved ones, and working ones too for a caller whose policy grants working
+docs (`searchable_kbs`); a failure midway becomes a 22 followed by the 0 that ends the stream.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from citegate.agents.documents import DocumentManager
@@ -22,6 +23,7 @@ from citegate.retrieval import Scope, retrieve
 
 if TYPE_CHECKING:
     from citegate.container import Services
+    from citegate.models.kb import KnowledgeBase
 
 INITIALIZING, TOOL_CALL_START, TOOL_CALL_END, CONTENT, REFERENCES, END, ERROR = 201, 301, 302, 1, 204, 0, 22
 
@@ -31,6 +33,16 @@ Event = dict[str, Any]
 def failure_events(code: str, message: str) -> list[Event]:
     """What a client sees when the work fails midway: an error, then the end of the stream."""
     return [{"message_type": ERROR, "content": message}, {"message_type": END}]
+
+
+def searchable_kbs(s: Services, call: Authorized) -> list[KnowledgeBase]:
+    """What spec 003's query and spec 001's chats search: every knowledge base the caller may read.
+    Neither spec has spec 000's includeWorkingDocs, so a caller whose policy grants working docs
+    (`Authorized.working_allowed`: the service token, an agent granted them, a maintainer) searches
+    working knowledge bases as well as approved ones; anyone else (anonymous readers) approved ones."""
+    if call.working_allowed and not call.scope.include_working_docs:
+        call = replace(call, scope=call.scope.model_copy(update={"include_working_docs": True}))
+    return readable_kbs(s, call, include_working=call.working_allowed)
 
 
 @dataclass
@@ -45,7 +57,7 @@ def run_query(s: Services, call: Authorized, registry: ModelRegistry, request: Q
     spec = registry.get(request.model_id)
     zh = chinese(request.question)
     record = current_call()
-    kbs = readable_kbs(s, call, include_working=call.scope.include_working_docs)
+    kbs = searchable_kbs(s, call)
     kb_ids = frozenset(kb.kb_id for kb in kbs)
     record.note(knowledge_bases=sorted(kb_ids), query=request.question)
     scope = call.search_scope(kb_ids)

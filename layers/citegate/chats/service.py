@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from citegate.agents.documents import DocumentManager, Found
 from citegate.agents.markers import MarkerGate
 from citegate.agents.models import ChatModel, ModelSpec
+from citegate.agents.query_v2 import searchable_kbs
 from citegate.agents.summary import (
     NO_ANSWER,
     Summary,
@@ -38,7 +39,7 @@ from citegate.agents.summary import (
 )
 from citegate.chats.store import TurnStart, new_id
 from citegate.errors import CitegateError, InvalidRequest, error_code
-from citegate.governance import Authorized, charge_tokens, current_call, estimate_tokens, readable_kbs
+from citegate.governance import Authorized, charge_tokens, current_call, estimate_tokens
 from citegate.identity.principal import Principal
 from citegate.models.chats import (
     Chat,
@@ -358,7 +359,7 @@ class Turn:
         s, call, question = self.s, self.call, self.body.content
         record = current_call()
         budget = s.settings.chat_history_tokens
-        kbs = readable_kbs(s, call, include_working=call.scope.include_working_docs)
+        kbs = searchable_kbs(s, call)  # approved ones; working ones too where the policy grants them
         names = {kb.kb_id: kb.name for kb in kbs}
         record.note(knowledge_bases=sorted(names), query=question, session_id=self.chat["chat_id"])
 

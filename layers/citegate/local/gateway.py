@@ -30,8 +30,18 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route as StarletteRoute
 
-from citegate import routes
-from citegate.errors import error_body
+from citegate import resources, routes
+from citegate.errors import (
+    CitegateError,
+    Forbidden,
+    InvalidRequest,
+    PayloadTooLarge,
+    RouteNotFound,
+    Unauthorized,
+    error_body,
+    error_code,
+    error_details,
+)
 from citegate.identity.sigv4 import LocalIamIdentity, SigV4Error, load_local_iam_credentials, verify_sigv4
 from citegate.local.functions import (
     ENVIRONMENT_WAIT_SECONDS,
@@ -47,10 +57,21 @@ _ROUTE_ARN_PREFIX = "arn:aws:execute-api:local:000000000000:local/$default/"
 _TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded", "application/xml")
 
 
-def _error(status: int, code: str, message: str, request_id: str) -> Response:
+class MethodNotAllowed(CitegateError):
+    kind, status = "method_not_allowed", 405
+
+
+class ServiceUnavailable(CitegateError):
+    kind, status = "service_unavailable", 503
+
+
+def _error(error: CitegateError, family: routes.Family, request_id: str) -> Response:
+    """The gateway's own refusal in the family's codes (routes.family_of_path for unmatched paths):
+    spec 001's routes answer NOT_FOUND, METHOD_NOT_ALLOWED, PAYLOAD_TOO_LARGE... here too."""
+    body = error_body(error_code(error, family), error.message, request_id, error_details(error, family))
     return Response(
-        json.dumps(error_body(code, message, request_id)),
-        status_code=status,
+        json.dumps(body),
+        status_code=error.status,
         media_type="application/json",
         headers={"apigw-requestid": request_id},
     )
@@ -252,29 +273,75 @@ def to_response(result: Any, request_id: str) -> Response:
 async def dispatch(request: Request) -> Response:
     request_id = str(uuid.uuid4())
     try:
-        return await _dispatch(request, request_id)
+        return with_cors(request, await _dispatch(request, request_id))
     except Exception:  # never a bare 500 from the server, nor a reset connection
         logger.exception("the local gateway failed", extra={"request_id": request_id})
-        return _error(500, "internal_error", "the gateway failed; the request id identifies it", request_id)
+        failed = CitegateError("the gateway failed; the request id identifies it")
+        return with_cors(request, _error(failed, routes.family_of_path(request.url.path), request_id))
+
+
+def _cors_origin(request: Request) -> str | None:
+    """The request's Origin when it is one of the page origins (CITEGATE_ALLOWED_ORIGINS), else None."""
+    from citegate.identity.authenticate import allowed_origins
+
+    origin = request.headers.get("origin")
+    if origin is None:
+        return None
+    allowed = allowed_origins(get_settings())
+    return origin if origin.strip().rstrip("/").lower() in allowed else None
+
+
+def is_preflight(request: Request) -> bool:
+    """A CORS preflight as API Gateway recognises one: OPTIONS with Origin and
+    Access-Control-Request-Method. Any other OPTIONS request is routed like any method."""
+    headers = request.headers
+    return request.method == "OPTIONS" and "origin" in headers and "access-control-request-method" in headers
+
+
+def preflight(request: Request, request_id: str) -> Response:
+    """What the deployed public API's CORS configuration answers (infra/constructs/api.py, from
+    citegate.resources.CORS): 204 on any path, with the allowed methods, headers and max age when
+    the origin is a page origin, and no CORS headers otherwise (the browser then refuses)."""
+    response = Response(status_code=204, headers={"apigw-requestid": request_id})
+    origin = _cors_origin(request)
+    if origin is not None:
+        response.headers["access-control-allow-origin"] = origin
+        response.headers["access-control-allow-methods"] = ",".join(resources.CORS.allow_methods)
+        response.headers["access-control-allow-headers"] = ",".join(resources.CORS.allow_headers)
+        response.headers["access-control-max-age"] = str(resources.CORS.max_age_seconds)
+    return response
+
+
+def with_cors(request: Request, response: Response) -> Response:
+    """API Gateway adds the CORS headers to every response to an allowed origin (and ignores any the
+    integration sets)."""
+    if is_preflight(request):
+        return response
+    for name in [k for k in response.headers if k.lower().startswith("access-control-")]:
+        del response.headers[name]
+    origin = _cors_origin(request)
+    if origin is not None:
+        response.headers["access-control-allow-origin"] = origin
+        response.headers["access-control-expose-headers"] = ",".join(resources.CORS.expose_headers)
+    return response
 
 
 async def _dispatch(request: Request, request_id: str) -> Response:
+    if is_preflight(request):
+        return preflight(request, request_id)
     matched = routes.match(request.method, request.url.path)
     if matched is None:
+        family = routes.family_of_path(request.url.path)
         if routes.path_exists(request.url.path):
-            return _error(
-                405,
-                "method_not_allowed",
-                f"{request.method} is not allowed on {request.url.path}",
-                request_id,
-            )
-        return _error(404, "not_found", f"no route for {request.method} {request.url.path}", request_id)
+            refused = MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}")
+            return _error(refused, family, request_id)
+        missing = RouteNotFound(f"no route for {request.method} {request.url.path}")
+        return _error(missing, family, request_id)
     route, path_params = matched
     body = await request.body()
     if len(body) > MAX_PAYLOAD_BYTES:
-        return _error(
-            413, "payload_too_large", f"request bodies are limited to {MAX_PAYLOAD_BYTES} bytes", request_id
-        )
+        too_large = PayloadTooLarge(f"request bodies are limited to {MAX_PAYLOAD_BYTES} bytes")
+        return _error(too_large, route.family, request_id)
     event = build_event(request, body, route, path_params, request_id)
     authorization = request.headers.get("authorization", "")
     try:
@@ -284,12 +351,12 @@ async def _dispatch(request: Request, request_id: str) -> Response:
                 iam = await run_in_threadpool(verify_iam, request, body)
             except SigV4Error as error:
                 reason = f"the request signature was refused: {error.reason}"
-                return _error(401, "unauthorized", reason, request_id)
+                return _error(Unauthorized(reason), route.family, request_id)
             event["requestContext"]["authorizer"] = {"iam": iam}
         elif route.auth != "none":
             event["requestContext"]["authorizer"] = {"lambda": await run_in_threadpool(authorize, event)}
     except PermissionError:
-        return _error(403, "forbidden", "Forbidden", request_id)
+        return _error(Forbidden("Forbidden"), route.family, request_id)
     return await _integrate(route, event, request_id)
 
 
@@ -303,7 +370,7 @@ async def _integrate(route: routes.Route, event: dict[str, Any], request_id: str
         await gate.acquire()
         acquired = True
     if not acquired:
-        return _busy(f"all environments of {route.function} stayed busy", request_id)
+        return _busy(f"all environments of {route.function} stayed busy", route.family, request_id)
     release: Any = gate.release
     try:
         result = await run_in_threadpool(invoke, route.function, event)
@@ -314,17 +381,18 @@ async def _integrate(route: routes.Route, event: dict[str, Any], request_id: str
             return response
         return to_response(result, request_id)
     except TooManyRequestsException as busy:  # Lambda's throttle: every environment stayed busy
-        return _busy(str(busy), request_id)
+        return _busy(str(busy), route.family, request_id)
     except Exception as error:  # what API Gateway answers when an integration crashes
         logger.exception("an integration failed", extra={"function": route.function})
-        return _error(500, "internal_error", f"the integration failed: {type(error).__name__}", request_id)
+        failed = CitegateError(f"the integration failed: {type(error).__name__}")
+        return _error(failed, route.family, request_id)
     finally:
         if release is not None:
             release()
 
 
-def _busy(message: str, request_id: str) -> Response:
-    response = _error(503, "service_unavailable", message, request_id)
+def _busy(message: str, family: routes.Family, request_id: str) -> Response:
+    response = _error(ServiceUnavailable(message), family, request_id)
     response.headers["retry-after"] = "1"
     return response
 
@@ -374,8 +442,11 @@ register_url_convertor("anypath", _AnyPath())
 async def _refused_by_router(request: Request, error: Exception) -> Response:
     """What Starlette itself refuses (a method no route takes, say) in the decided JSON shape."""
     status = int(getattr(error, "status_code", 400))
-    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "invalid_request")
-    return _error(status, code, f"{request.method} is not served on {request.url.path}", str(uuid.uuid4()))
+    kinds = {404: RouteNotFound, 405: MethodNotAllowed}
+    message = f"{request.method} is not served on {request.url.path}"
+    refused = kinds[status](message) if status in kinds else InvalidRequest(message)
+    response = _error(refused, routes.family_of_path(request.url.path), str(uuid.uuid4()))
+    return with_cors(request, response)
 
 
 def create_app() -> Starlette:

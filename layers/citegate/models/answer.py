@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from citegate.policy.model import RequestedScope
 
@@ -21,47 +21,94 @@ class Caller(WireModel):
     purpose: str | None = Field(None, max_length=500)
 
 
-class AskBody(WireModel):
+def either_text(primary: str, others: tuple[str, ...]) -> Any:
+    """OpenAPI: the request's text may come under any of its names, one of them required."""
+
+    def adjust(schema: dict[str, Any]) -> None:
+        required = [name for name in schema.get("required", []) if name != primary]
+        if required:
+            schema["required"] = required
+        else:
+            schema.pop("required", None)
+        schema["anyOf"] = [{"required": [name]} for name in (primary, *others)]
+
+    return adjust
+
+
+class StandardRequest(WireModel):
+    """Spec 000 section 4's standard request, accepted whole by every spec 000 route: `caller`,
+    `scope`, `question` (or `query`, its synonym) and `requireCitations`. A field a tool does not
+    use is accepted and ignored there; any other unknown field is refused (400 naming it).
+
+    `text_field` is the tool's own name for the text (`question`, `query`, `task`): when it is
+    absent, the first of `text_synonyms` sent fills it."""
+
+    text_field: ClassVar[str] = "question"
+    text_synonyms: ClassVar[tuple[str, ...]] = ("query",)
+
     caller: Caller = Field(default_factory=Caller)
     scope: RequestedScope | None = None
-    question: str = Field(min_length=1, max_length=4000)
     requireCitations: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_under_any_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get(cls.text_field) is None:
+            for name in cls.text_synonyms:
+                if data.get(name) is not None:
+                    return {**data, cls.text_field: data[name]}
+        return data
+
+
+class AskBody(StandardRequest):
+    model_config = ConfigDict(json_schema_extra=either_text("question", ("query",)))
+
+    question: str = Field(min_length=1, max_length=4000)
+    query: str | None = Field(None, min_length=1, max_length=4000, description="a synonym of question")
     topK: int = Field(8, ge=1, le=50)
 
 
-class SearchBody(WireModel):
-    caller: Caller = Field(default_factory=Caller)
-    scope: RequestedScope | None = None
+class SearchBody(StandardRequest):
+    model_config = ConfigDict(json_schema_extra=either_text("query", ("question",)))
+    text_field = "query"
+    text_synonyms = ("question",)
+
     query: str = Field(min_length=1, max_length=4000)
+    question: str | None = Field(None, min_length=1, max_length=4000, description="a synonym of query")
     topK: int = Field(8, ge=1, le=50)
 
 
-class GetPageBody(WireModel):
-    caller: Caller = Field(default_factory=Caller)
-    scope: RequestedScope | None = None
+class GetPageBody(StandardRequest):
+    """The page is named by `path` (and `version`, else the scope's version); the standard
+    request's `question`/`query` and `requireCitations` are accepted and not used."""
+
     path: str = Field(min_length=1, max_length=1000)
     version: str | None = Field(None, max_length=100)
+    question: str | None = Field(None, min_length=1, max_length=4000, description="accepted, not used")
+    query: str | None = Field(None, min_length=1, max_length=4000, description="accepted, not used")
 
 
-class GetContextBody(WireModel):
-    caller: Caller = Field(default_factory=Caller)
-    scope: RequestedScope | None = None
+class GetContextBody(StandardRequest):
+    model_config = ConfigDict(json_schema_extra=either_text("task", ("question", "query")))
+    text_field = "task"
+    text_synonyms = ("question", "query")
+
     task: str = Field(min_length=1, max_length=4000)
+    question: str | None = Field(None, min_length=1, max_length=4000, description="a synonym of task")
+    query: str | None = Field(None, min_length=1, max_length=4000, description="a synonym of task")
     tokenBudget: int = Field(4000, ge=200, le=32000)
 
 
-class SessionCreateBody(WireModel):
-    caller: Caller = Field(default_factory=Caller)
-    scope: RequestedScope | None = None
+class SessionCreateBody(StandardRequest):
     question: str | None = Field(None, min_length=1, max_length=4000)
-    requireCitations: bool = True
+    query: str | None = Field(None, min_length=1, max_length=4000, description="a synonym of question")
 
 
-class TurnBody(WireModel):
-    caller: Caller = Field(default_factory=Caller)
-    scope: RequestedScope | None = None
+class TurnBody(StandardRequest):
+    model_config = ConfigDict(json_schema_extra=either_text("question", ("query",)))
+
     question: str = Field(min_length=1, max_length=4000)
-    requireCitations: bool = True
+    query: str | None = Field(None, min_length=1, max_length=4000, description="a synonym of question")
 
 
 class AnswerCitation(BaseModel):

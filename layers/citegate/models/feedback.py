@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from citegate.models.answer import Caller, WireModel
-from citegate.policy.model import RequestedScope
+from citegate.models.answer import StandardRequest, WireModel, either_text
 
 Kind = Literal["feedback", "improvement_task"]
 Status = Literal["open", "closed"]
@@ -24,14 +23,18 @@ class CitationRef(WireModel):
     chunkId: str | None = Field(None, max_length=300)
 
 
-class FeedbackBody(WireModel):
+class FeedbackBody(StandardRequest):
+    """Spec 000 section 4's standard request (`query` a synonym of `question`; `requireCitations`
+    accepted, not used) and the report's own fields."""
+
+    model_config = ConfigDict(json_schema_extra=either_text("question", ("query",)))
+
     eventType: str = Field("qa_no_answer", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
     dedupeKey: str | None = Field(None, pattern=SHA256_HEX)
     idempotencyKey: str | None = Field(None, min_length=1, max_length=200)
     question: str = Field(min_length=1, max_length=4000)
-    scope: RequestedScope | None = None
+    query: str | None = Field(None, min_length=1, max_length=4000, description="a synonym of question")
     citations: list[CitationRef] = Field(default_factory=list, max_length=100)
-    caller: Caller = Field(default_factory=Caller)
     # The AnswerResult's audit.requestId, linking the report to the call that found no answer.
     answerRequestId: str | None = Field(None, max_length=200)
     title: str | None = Field(None, max_length=300)

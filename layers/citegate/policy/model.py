@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import unquote
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 WriteAction = Literal["ingest", "kb_admin", "feedback", "improvement_task", "admin"]
 ANY = "*"
@@ -27,6 +27,7 @@ class ScopeGrant(BaseModel):
 
 
 class WebGrant(BaseModel):
+    # A policy that does not say: the web is granted with every tool ("*"), not otherwise.
     enabled: bool = False
     domains: list[str] = Field(default_factory=list)  # empty with enabled: any public domain
 
@@ -48,6 +49,20 @@ class Policy(BaseModel):
     rate_limit_per_minute: int = Field(120, ge=1)
     token_budget_per_day: int | None = Field(None, ge=1)
     iam_arns: list[str] = Field(default_factory=list)  # IAM principals that act as this agent
+
+    @model_validator(mode="before")
+    @classmethod
+    def _every_tool_grants_the_web(cls, data: Any) -> Any:
+        """A policy granting every tool ("*") grants the web too, unless its `web.enabled` says
+        otherwise; any other policy has the web only when it says so."""
+        if not isinstance(data, dict) or ANY not in (data.get("tools") or []):
+            return data
+        web = data.get("web")
+        if web is None:
+            return {**data, "web": {"enabled": True}}
+        if isinstance(web, dict) and "enabled" not in web:
+            return {**data, "web": {**web, "enabled": True}}
+        return data
 
     def allows_tool(self, tool: str) -> bool:
         return ANY in self.tools or tool in self.tools

@@ -84,12 +84,8 @@ class PolicyStore:
 
     def seed(self, path: Path = SEED_FILE, *, tenant_id: str | None = None) -> int:
         """Write the reviewed seed policies that do not exist yet; admin changes are never overwritten."""
-        document = json.loads(path.read_text())
         written = 0
-        for raw in document["policies"]:
-            policy = Policy.model_validate(
-                {**raw, "tenant_id": raw.get("tenant_id") or tenant_id or "default"}
-            )
+        for policy in seed_policies(path, tenant_id=tenant_id):
             try:
                 self._policies.put_item(
                     Item=to_item(policy.model_dump()),
@@ -100,6 +96,18 @@ class PolicyStore:
                 if not is_conditional_failure(error):
                     raise
         return written
+
+    def reseed(
+        self, path: Path = SEED_FILE, *, keys: list[str] | None = None, tenant_id: str | None = None
+    ) -> list[str]:
+        """Recovery by hand (`citegate policies reseed`): overwrite the named principal keys (all of
+        the file's when none are named) with the seed file's policies; returns the keys written."""
+        policies = {p.principal_key: p for p in seed_policies(path, tenant_id=tenant_id)}
+        unknown = sorted(set(keys or []) - set(policies))
+        if unknown:
+            raise NotFound(f"not in {path}: {', '.join(unknown)}")
+        chosen = [policies[k] for k in keys] if keys else list(policies.values())
+        return [self.put(policy).principal_key for policy in chosen]
 
     # -- agent credentials (tokens and caller agent keys) -------------------------------------
 
@@ -156,6 +164,25 @@ class PolicyStore:
             )
             return {"credential_id": credential_id, "agent_id": agent_id, "status": "revoked"}
         raise NotFound(f"credential {credential_id!r} of agent {agent_id!r} not found")
+
+
+def seed_policies(path: Path = SEED_FILE, *, tenant_id: str | None = None) -> list[Policy]:
+    """The reviewed policies of a seed file (config/policies.json), in the given default tenant."""
+    document = json.loads(path.read_text())
+    return [
+        Policy.model_validate({**raw, "tenant_id": raw.get("tenant_id") or tenant_id or "default"})
+        for raw in document["policies"]
+    ]
+
+
+def bootstrap_key(service_principal_id: str) -> str:
+    """The principal key of the deployment's own service token (spec 004's RAG_API_TOKEN)."""
+    return f"service:{service_principal_id}"
+
+
+def keeps_admin(policy: Policy) -> bool:
+    """Whether a policy still lets its principal administer: the admin tool and the admin write."""
+    return policy.allows_tool("admin") and "admin" in policy.write_actions
 
 
 def _role_of(arn: str) -> str:

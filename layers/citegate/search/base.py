@@ -126,16 +126,21 @@ class SearchFilter:
 
     def admits(self, chunk: ChunkRecord) -> bool:
         """The filter as a predicate: engines use it to double-check, tests to verify isolation."""
-        if chunk.kb_id not in self.kb_ids:
+        return self.admits_source(chunk.kb_id, chunk.source_name, chunk.project, chunk.path, chunk.version)
+
+    def admits_source(self, kb_id: str, source_name: str, project: str, path: str, version: str) -> bool:
+        """The same predicate over a document's fields: a document is in scope exactly when its
+        chunks are (they carry its project, path and version)."""
+        if kb_id not in self.kb_ids:
             return False
-        if self.source_names is not None and chunk.source_name not in self.source_names:
+        if self.source_names is not None and source_name not in self.source_names:
             return False
-        if self.projects is not None and chunk.project not in self.projects:
+        if self.projects is not None and project not in self.projects:
             return False
-        if self.versions is not None and chunk.version not in self.versions:
+        if self.versions is not None and version not in self.versions:
             return False
         if self.path_prefixes is not None:
-            return any(chunk.path.startswith(prefix) for prefix in self.path_prefixes)
+            return any(path.startswith(prefix) for prefix in self.path_prefixes)
         return True
 
 
@@ -216,10 +221,17 @@ class SearchIndex(Protocol):
         """Ranked chunks admitted by `filter`. `candidates` is the per-side pool before fusion."""
 
     def get_chunks(self, ref_ids: Sequence[str]) -> dict[str, ChunkRecord]:
-        """The chunks that exist among `ref_ids` (without vectors); unknown ids are absent."""
+        """The chunks that exist among `ref_ids` (without vectors); unknown ids are absent.
+        Unscoped: callers serving a request use `chunks_in`, which takes the caller's filter."""
 
     def count(self, kb_id: str | None = None, document_id: str | None = None) -> int:
         """How many chunks are indexed (in one knowledge base, or one document)."""
 
     def close(self) -> None:
         """Release files and writers."""
+
+
+def chunks_in(index: SearchIndex, filter: SearchFilter, ref_ids: Sequence[str]) -> dict[str, ChunkRecord]:
+    """The chunks among `ref_ids` that `filter` admits: a ref outside the caller's scope reads
+    exactly like one that does not exist."""
+    return {ref: chunk for ref, chunk in index.get_chunks(ref_ids).items() if filter.admits(chunk)}
