@@ -21,6 +21,7 @@ from citegate.answering.validate import Bound, bind
 from citegate.citations import citation_for, snippet
 from citegate.errors import ModelUnavailable
 from citegate.models.retrieval import Citation
+from citegate.observability import logger
 from citegate.retrieval import Retrieval, Scope, retrieve
 from citegate.search.base import Hit
 
@@ -126,6 +127,8 @@ def ask(
     try:
         draft = answerer.answer(question, evidence)
     except AnswererUnavailable as error:
+        # Its message says what kind of failure it was, never where (hosts, upstream bodies).
+        logger.warning("the answerer failed", exc_info=True, extra={"answerer": answerer.name})
         raise ModelUnavailable(str(error), details={"answerer": answerer.name}) from error
     stats["answer_ms"] = round((time.perf_counter() - answer_started) * 1000, 2)
     if draft.model:

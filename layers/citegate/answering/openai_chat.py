@@ -102,14 +102,17 @@ class OpenAIChatAnswerer:
             if self._schema_supported and "response_format" in str(error):
                 self._schema_supported = False  # an older server: fall back to plain JSON mode
                 return self._complete(messages)
-            raise AnswererUnavailable(f"the model refused the request: {error}") from error
+            raise AnswererUnavailable(f"the model refused the request ({type(error).__name__})") from error
         except (openai.APIConnectionError, openai.APITimeoutError) as error:
             raise AnswererUnavailable(f"the model is unreachable: {type(error).__name__}") from error
         except openai.APIStatusError as error:
             raise AnswererUnavailable(f"the model answered HTTP {error.status_code}") from error
         except (openai.OpenAIError, ValueError, RecursionError) as error:
             # A 200 whose body is not JSON (the client's JSON decoding fails), or is refused by it.
-            raise AnswererUnavailable(f"the model's reply was not a chat completion: {error}") from error
+            # The error's own text can name hosts: it goes to the log, not to the caller.
+            raise AnswererUnavailable(
+                f"the model's reply was not a chat completion ({type(error).__name__})"
+            ) from error
         return _content(completion)
 
     def answer(self, question: str, evidence: Sequence[Evidence]) -> Draft:
@@ -171,7 +174,9 @@ def _model_only(self: OpenAIChatAnswerer, question: str) -> str:
     except (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError) as error:
         raise AnswererUnavailable(f"the model is unreachable: {type(error).__name__}") from error
     except (openai.OpenAIError, ValueError, RecursionError) as error:
-        raise AnswererUnavailable(f"the model's reply was not a chat completion: {error}") from error
+        raise AnswererUnavailable(
+            f"the model's reply was not a chat completion ({type(error).__name__})"
+        ) from error
     answer = _content(completion).strip()
     if not answer:
         raise AnswererUnavailable("the model's reply was empty")
