@@ -55,8 +55,9 @@ class Policy(BaseModel):
     def _every_tool_grants_the_web(cls, data: Any) -> Any:
         """A policy granting every tool ("*") grants the web too, unless its `web.enabled` says
         otherwise; any other policy has the web only when it says so."""
-        if not isinstance(data, dict) or ANY not in (data.get("tools") or []):
-            return data
+        tools = data.get("tools") if isinstance(data, dict) else None
+        if not isinstance(tools, list) or ANY not in tools:
+            return data  # not a policy granting every tool (or not valid: validation says why)
         web = data.get("web")
         if web is None:
             return {**data, "web": {"enabled": True}}

@@ -47,3 +47,14 @@ def test_admin_needs_the_tool_and_the_write_action() -> None:
     assert keeps_admin(policy(tools=["admin"], write_actions=["admin"]))
     assert not keeps_admin(policy(tools=["e"], write_actions=["admin"]))
     assert not keeps_admin(policy(tools=["*"], write_actions=["ingest"]))
+
+
+def test_a_policy_body_of_the_wrong_shape_is_a_validation_error_not_a_crash() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from citegate.policy.model import PolicyUpdate
+
+    for tools in (22166907, "*", {"a": 1}, None):
+        with pytest.raises(ValidationError):
+            PolicyUpdate.model_validate({"tools": tools, "working_docs": True})
