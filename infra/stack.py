@@ -99,6 +99,7 @@ CONTEXT_FIELDS: frozenset[str] = frozenset(
         "page_origins",
         "log_level",
         "log_retention_days",
+        "audit_retention_days",
         "throttle_rate",
         "throttle_burst",
         "versioned_bucket",
@@ -202,6 +203,8 @@ class CitegateConfig:
     page_origins: tuple[str, ...] = ("http://localhost:8099",)
     log_level: str = "INFO"
     log_retention_days: int = 30
+    # Days an audit record is kept (its TTL; CITEGATE_AUDIT_RETENTION_DAYS). Unset: 400.
+    audit_retention_days: float | None = None
     throttle_rate: float = 50.0
     throttle_burst: int = 100
     versioned_bucket: bool = False
@@ -301,6 +304,7 @@ class CitegateConfig:
             page_origins=_list(ctx("page_origins", "http://localhost:8099")),
             log_level=str(ctx("log_level", "INFO")).upper(),
             log_retention_days=int(ctx("log_retention_days", 90 if production else 30)),
+            audit_retention_days=_positive(ctx("audit_retention_days"), "audit_retention_days"),
             throttle_rate=float(ctx("throttle_rate", 50)),
             throttle_burst=int(ctx("throttle_burst", 100)),
             versioned_bucket=_bool(ctx("versioned_bucket", production)),
@@ -324,6 +328,14 @@ RETENTIONS: Mapping[int, logs.RetentionDays] = {
     545: logs.RetentionDays.EIGHTEEN_MONTHS,
     731: logs.RetentionDays.TWO_YEARS,
 }
+
+
+def _positive(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if float(value) <= 0:
+        raise ValueError(f"citegate:{name}={value} must be a number of days above 0")
+    return float(value)
 
 
 def _retention(days: int) -> logs.RetentionDays:
@@ -383,6 +395,9 @@ class Functions:
             env["CITEGATE_LLM_MODEL"] = self.config.llm_model
         if "write" in spec.tables.get("feedback", frozenset()) and self.config.github_repository:
             env["CITEGATE_GITHUB_REPOSITORY"] = self.config.github_repository
+        # Who writes audit records sets their TTL from it (DynamoDB's TTL then deletes them).
+        if "put" in spec.tables.get("audit", frozenset()) and self.config.audit_retention_days:
+            env["CITEGATE_AUDIT_RETENTION_DAYS"] = f"{self.config.audit_retention_days:g}"
         return env
 
     def secrets(self, name: str, spec: FunctionSpec) -> dict[str, SecretRef]:

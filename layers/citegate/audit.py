@@ -7,12 +7,12 @@ calls that change something write a pending record before they act.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from citegate.resources import AUDIT_TTL_DAYS
-from citegate.store.dynamo import epoch_in, from_item, to_item
+from citegate.store.dynamo import from_item, to_item
 
 
 class AuditRecord(BaseModel):
@@ -49,12 +49,22 @@ class AuditRecord(BaseModel):
 
 
 class AuditLog:
-    def __init__(self, table: Any) -> None:
+    def __init__(self, table: Any, retention_days: float | None = None) -> None:
         self._table = table
+        self._retention_days = retention_days  # unset: the settings' (CITEGATE_AUDIT_RETENTION_DAYS)
+
+    def expires_at(self) -> int:
+        """The TTL of a record written now: DynamoDB's TTL (or the local sweeper) deletes it after."""
+        days = self._retention_days
+        if days is None:
+            from citegate.settings import get_settings
+
+            days = get_settings().audit_ttl_days
+        return int(time.time() + days * 86400)
 
     def write(self, record: AuditRecord) -> None:
         item = to_item(record.model_dump())
-        item.update(sk=record.sort_key, caller_key=record.caller_key, expires_at=epoch_in(AUDIT_TTL_DAYS))
+        item.update(sk=record.sort_key, caller_key=record.caller_key, expires_at=self.expires_at())
         self._table.put_item(Item=item)
 
     def list(

@@ -24,6 +24,9 @@ from citegate.store.dynamo import cancellation_reasons, is_conditional_failure
 
 LEASE_SHARE = 20  # a lease is at most 1/LEASE_SHARE of the limit ...
 LEASE_MAX = 50  # ... and at most this many calls
+# Leases kept before those of ended windows are dropped: every source address has a key of its
+# own, and a long-running process must not keep one for each of them forever.
+LEASES_KEPT = 4096
 
 
 def lease_size(limit: int) -> int:
@@ -123,8 +126,17 @@ class Counters:
         lease = self._leases.get((key, window_seconds))
         if lease is None or lease.window != window:
             claim = max(1, lease.claim // 2) if lease is not None else 1
+            if lease is None and len(self._leases) >= LEASES_KEPT:
+                self._drop_ended()
             lease = self._leases[(key, window_seconds)] = _Lease(window, claim=claim)
         return lease
+
+    def _drop_ended(self) -> None:
+        """Drop the leases of windows that have ended (their calls can no longer be spent)."""
+        now = time.time()
+        for found, lease in list(self._leases.items()):
+            if lease.window < int(now // found[1]):
+                del self._leases[found]
 
     def _reserve(
         self, limits: Sequence[tuple[str, int]], window: int, window_seconds: int, retry_after: int

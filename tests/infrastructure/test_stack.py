@@ -654,6 +654,14 @@ def test_production_context_retains_data_and_spreads_search() -> None:
         CitegateConfig.from_context({"citegate:embedder": "openai"}.get, environ={})
 
 
+def test_audit_retention_is_a_number_of_days() -> None:
+    assert CitegateConfig.from_context({}.get, environ={}).audit_retention_days is None  # 400
+    days = CitegateConfig.from_context({"citegate:audit_retention_days": "90"}.get, environ={})
+    assert days.audit_retention_days == 90
+    with pytest.raises(ValueError, match="audit_retention_days"):
+        CitegateConfig.from_context({"citegate:audit_retention_days": "0"}.get, environ={})
+
+
 def test_dependency_layers_split_the_lock_without_gaps() -> None:
     graph = bundling.LockGraph.load()
     groups = bundling.layer_groups(graph, "use")

@@ -9,6 +9,7 @@ idempotent, so a retried step or a redelivered batch never creates a second copy
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -92,6 +93,11 @@ def _records(s: Services, state: BatchState) -> dict[tuple[str, str], DocumentRe
     return ledger.find_documents(s, [(d.kb_id, d.document_id) for d in state.documents])
 
 
+# Why a document's stored raw file cannot be ingested: no retry brings it back, submitting it again does.
+STORED_MISSING = "the stored document is missing; ingest it again"
+STORED_ALTERED = "the stored document does not match its hash; ingest it again"
+
+
 def parse(s: Services, event: StepEvent) -> StepEvent:
     from citegate.ingest.parsing import ParseError, parse_document
 
@@ -117,7 +123,10 @@ def parse(s: Services, event: StepEvent) -> StepEvent:
         if isinstance(data, Exception):
             if _error_code(data) not in ("NoSuchKey", "404"):
                 raise data  # S3 did not answer: retry the step
-            state.fail(document, "the stored document is missing; ingest it again")
+            state.fail(document, STORED_MISSING)
+            continue
+        if record.content_sha256 and hashlib.sha256(data).hexdigest() != record.content_sha256:
+            state.fail(document, STORED_ALTERED)  # the same bytes would come back on a retry
             continue
         try:
             result = parse_document(

@@ -2,9 +2,11 @@
 
 moto keeps everything in memory. In front of it sits a WSGI middleware that appends every
 successful DynamoDB or S3 write to `journal.jsonl` (request bodies of S3 objects go to a content-
-addressed blob folder). On start the journal is replayed into a fresh moto, then compacted into
-one put per live item and object, so it never grows beyond the state it describes. Writes are
-serialised while they are applied and journaled, so the journal's order is the order moto saw.
+addressed blob folder). A DynamoDB write is journaled by the items it left behind, read back from
+moto (`images`, citegate.local.moto_state), an S3 write as its request. Writes are serialised
+while they are applied and journaled, so the journal's order is the order moto saw. On start the
+journal is restored into a fresh moto (`replay`); while the server runs it is compacted to one
+record per live item and object whenever it has grown enough (citegate.local.compaction).
 
 SQS messages and Step Functions executions are not kept: the local stack re-enqueues unfinished
 tasks on start instead (a resumed task's steps skip what already finished).
@@ -13,6 +15,7 @@ tasks on start instead (a resumed task's steps skip what already finished).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -52,9 +55,50 @@ class Journal:
         self.blobs.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
         self._file: io.TextIOWrapper | None = None
+        self.lines = 0  # records in the file (counted by `records`, then by `append` and `swap`)
 
     def open(self) -> None:
+        self._drop_torn_end()
         self._file = self.path.open("a", encoding="utf-8")
+
+    def _drop_torn_end(self) -> None:
+        """A crash midway through an append leaves a last line without its newline; it was never
+        applied (`records` stops there), and what is appended next must not follow it."""
+        if not self.path.exists():
+            return
+        with self.path.open("rb+") as file:
+            size = file.seek(0, os.SEEK_END)
+            end = size
+            while end > 0:
+                start = max(0, end - 65536)
+                file.seek(start)
+                chunk = file.read(end - start)
+                newline = chunk.rfind(b"\n")
+                if newline >= 0:
+                    end = start + newline + 1
+                    break
+                end = start
+            if end < size:
+                file.truncate(end)
+
+    def size(self) -> int:
+        """The file's length in bytes, everything appended so far included."""
+        with self.lock:
+            if self._file:
+                self._file.flush()
+                return os.fstat(self._file.fileno()).st_size
+            return self.path.stat().st_size if self.path.exists() else 0
+
+    def swap(self, replacement: Path, lines: int) -> None:
+        """Make `replacement` (complete and synced) the journal, atomically: a crash leaves either
+        file whole. Call with `lock` held, so that nothing is appended to the old one meanwhile."""
+        with self.lock:
+            os.replace(replacement, self.path)  # if this fails, nothing has changed
+            self.lines = lines
+            if self._file:  # appends go to the new file from now on
+                previous, self._file = self._file, self.path.open("a", encoding="utf-8")
+                previous.close()
+            _sync_directory(self.directory)
 
     def close(self) -> None:
         with self.lock:
@@ -62,11 +106,12 @@ class Journal:
                 self._file.close()
                 self._file = None
 
-    def store_blob(self, body: bytes) -> str:
-        digest = hashlib.sha256(body).hexdigest()
+    def store_blob(self, body: bytes, digest: str | None = None) -> str:
+        digest = digest or hashlib.sha256(body).hexdigest()
         target = self.blobs / digest
         if not target.exists():
-            tmp = target.with_suffix(".tmp")
+            # Named per thread: a compaction may store the same body as a request at the same time.
+            tmp = target.with_name(f"{digest}.{threading.get_ident()}.tmp")
             tmp.write_bytes(body)
             os.replace(tmp, target)
         return digest
@@ -95,29 +140,53 @@ class Journal:
         assert self._file is not None, "journal is not open"
         self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
         self._file.flush()
+        self.lines += 1
 
     def records(self) -> Iterable[dict[str, Any]]:
         if not self.path.exists():
             return
+        self.lines = 0
         with self.path.open(encoding="utf-8") as lines:
             for line in lines:
+                if not line.endswith("\n"):
+                    return  # a torn last line from a crash (`open` cuts it off)
                 line = line.strip()
                 if line:
                     try:
-                        yield json.loads(line)
+                        record = json.loads(line)
                     except json.JSONDecodeError:
                         return  # a torn last line from a crash: everything before it stands
+                    self.lines += 1
+                    yield record
 
     def body_of(self, record: dict[str, Any]) -> bytes:
+        """The write's body; UnusableBlob if its blob is missing or is not the bytes it names."""
         if "blob" in record:
-            return (self.blobs / str(record["blob"])).read_bytes()
+            name = str(record["blob"])
+            try:
+                data = (self.blobs / name).read_bytes()
+            except OSError as error:
+                raise UnusableBlob(f"its body aws/blobs/{name} is missing or unreadable") from error
+            if hashlib.sha256(data).hexdigest() != name:
+                # Set aside, so that the same body written again is stored anew (store_blob keeps
+                # a blob that exists); compaction deletes it with the other unused files.
+                with contextlib.suppress(OSError):
+                    (self.blobs / name).replace(self.blobs / f"{name}.corrupt")
+                raise UnusableBlob(f"its body aws/blobs/{name} does not match its hash (set aside)")
+            return data
         return base64.b64decode(record.get("body", ""))
 
 
+# What a DynamoDB write left behind, as journal records (citegate.local.moto_state.item_images);
+# None when it cannot tell, and the request itself is journaled.
+Images = Callable[[str, bytes], list[dict[str, Any]] | None]
+
+
 class JournalingMiddleware:
-    def __init__(self, app: WSGIApp, journal: Journal) -> None:
+    def __init__(self, app: WSGIApp, journal: Journal, images: Images | None = None) -> None:
         self.app = app
         self.journal = journal
+        self.images = images
         self.recording = False  # off while the journal is replayed
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -136,7 +205,19 @@ class JournalingMiddleware:
         with self.journal.lock:
             result = list(self.app(environ, capture))
             if status and status[0][:1] == "2":
-                self.journal.append(self.journal.entry(environ, body, service))
+                images = None
+                if service == "dynamodb" and self.images is not None:
+                    try:
+                        images = self.images(environ["HTTP_X_AMZ_TARGET"].split(".", 1)[1], body)
+                    except Exception:  # the write is applied: journal it as a request instead
+                        from citegate.observability import logger
+
+                        logger.exception("journal: could not read back a DynamoDB write's items")
+                if images is None:
+                    self.journal.append(self.journal.entry(environ, body, service))
+                else:
+                    for record in images:
+                        self.journal.append(record)
         return result
 
 
@@ -152,16 +233,46 @@ def _request_body(environ: dict[str, Any]) -> bytes:
     return b""
 
 
-def replay(app: WSGIApp, journal: Journal) -> int:
-    """Apply every journaled write to `app` (a fresh moto); returns how many were applied."""
+class UnusableBlob(Exception):
+    """A journaled S3 write whose body is missing from aws/blobs or does not hash to its name."""
+
+
+def _skipped(record: dict[str, Any], error: UnusableBlob) -> None:
+    from citegate.observability import logger
+
+    logger.warning(f"journal: skipped {record.get('method')} {record.get('path')}: {error}")
+
+
+def _sync_directory(directory: Path) -> None:
+    """A rename is durable once its folder is synced."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replay(app: WSGIApp, journal: Journal, load: Callable[[dict[str, Any]], bool] | None = None) -> int:
+    """Apply every journaled write to `app` (a fresh moto); returns how many were applied.
+    `load` restores the records it knows directly (it answers True for those)."""
     applied = 0
     for record in journal.records():
+        if load is not None and load(record):
+            applied += 1
+            continue
+        try:
+            body = journal.body_of(record)
+        except UnusableBlob as error:
+            # Left out, as if never written: reading the object answers NoSuchKey, so what it held
+            # (a document's raw file) fails alone with a reason, and the server starts.
+            _skipped(record, error)
+            continue
         builder = EnvironBuilder(
             method=record["method"],
             path=record["path"],
             query_string=record["query"],
             headers=record["headers"],
-            data=journal.body_of(record),
+            data=body,
             base_url="http://127.0.0.1",
         )
         environ = builder.get_environ()

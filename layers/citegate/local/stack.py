@@ -3,16 +3,18 @@ the search index and the embedder, all in this process. `make serve` runs it beh
 
 from __future__ import annotations
 
+import fcntl
 import importlib
 import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from citegate import resources
 from citegate.container import Services, set_services
 from citegate.local.aws_endpoint import EmbeddedAws
-from citegate.local.compaction import compact
+from citegate.local.imports import serialize_imports
 from citegate.local.poller import QueuePoller
 from citegate.local.provision import provision
 from citegate.local.ttl import TtlSweeper
@@ -27,6 +29,51 @@ LOCAL_CREDENTIALS = {
     "AWS_SESSION_TOKEN": "",
 }
 
+# In the data root, locked (flock) by the server that owns the folder for as long as it runs.
+LOCK_FILE = "citegate.lock"
+
+
+class DataRootInUse(RuntimeError):
+    """Another process holds the data folder: a second server must not touch it."""
+
+
+@dataclass
+class DataRootLock:
+    """The data folder belongs to one server: it holds an exclusive flock on `LOCK_FILE` for its
+    whole life. The kernel releases it when the process ends, however it ends (kill -9 too), so
+    a restart never finds a stale lock. The file holds the owner's pid, for the refusal message;
+    it is never removed (a removed file could be locked by two processes at once)."""
+
+    path: Path
+    fd: int
+
+    @classmethod
+    def claim(cls, data_root: Path) -> DataRootLock:
+        data_root.mkdir(parents=True, exist_ok=True)
+        path = data_root / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            owner = "another citegate server" + (f" (pid {holder})" if holder.isdigit() else "")
+            raise DataRootInUse(
+                f"the data folder {data_root.resolve()} is in use by {owner}; stop that server first, "
+                "or give this one its own folder (RAG_DATA_ROOT)"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return cls(path, fd)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing the only descriptor releases the lock
+            self.fd = -1
+
 
 @dataclass
 class LocalStack:
@@ -38,10 +85,19 @@ class LocalStack:
     poller: QueuePoller | None = None
     sweeper: TtlSweeper | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    data_lock: DataRootLock | None = None
+
+    def claim(self) -> LocalStack:
+        """Take the data folder, or raise DataRootInUse before anything in it is touched."""
+        if self.data_lock is None:
+            self.data_lock = DataRootLock.claim(self.settings.data_root)
+        return self
 
     def start(self) -> LocalStack:
+        # Before any thread of the stack runs: every function of the service loads in this process.
+        serialize_imports()
+        self.claim()
         data_root = self.settings.data_root
-        data_root.mkdir(parents=True, exist_ok=True)
         self.aws = EmbeddedAws(data_root / "aws" if self.persist else None)
         self.aws.start()
         # Every boto3 client in this process now talks to the embedded endpoint with fake keys.
@@ -61,9 +117,7 @@ class LocalStack:
         s = Services(self.settings)
         self.info = provision(session, self.settings.stage, s.bucket)
         restored = self.aws.restore()
-        if self.aws.journal:
-            compact(self.aws.journal, session, self.settings.stage, s.bucket)
-        self.aws.start_recording()
+        self.aws.start_recording()  # the journal is compacted in the background as it grows
         self.info["restored_writes"] = restored
 
         s.__dict__["ingest_queue_url"] = self.info["queues"][resources.INGEST_QUEUE.logical]
@@ -126,6 +180,13 @@ class LocalStack:
         set_services(None)
         if self.aws:
             self.aws.stop()
+        self.release()
+
+    def release(self) -> None:
+        """Give the data folder up (after the journal is closed)."""
+        if self.data_lock is not None:
+            self.data_lock.release()
+            self.data_lock = None
 
     def __enter__(self) -> LocalStack:
         return self.start()

@@ -4,7 +4,13 @@ counters, idempotency records, sessions and cached web pages would pile up; moto
 copy a whole table, so a growing table also slows every call that uses one.
 
 Like AWS, an item is deleted only when its attribute is a number in the past (a missing or
-non-number attribute keeps it), and code must not rely on when the deletion happens.
+non-number attribute keeps it), and code must not rely on when the deletion happens. Audit
+records expire too (CITEGATE_AUDIT_RETENTION_DAYS, 7 days locally by default).
+
+The expired items are found by reading the embedded endpoint's tables in this process, and
+deleted through the endpoint, so that the journal records it. A Scan with a filter makes moto
+build and test every item: with 50,000 audit records a sweep took 5.2 s of CPU (every minute),
+against 0.03 s read here.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from citegate import resources
@@ -25,6 +32,32 @@ EXPIRED = "attribute_type(#ttl, :number) AND #ttl < :now"
 
 def _expired_values(now: int) -> dict[str, Any]:
     return {":now": {"N": str(now)}, ":number": {"S": "N"}}
+
+
+def _expired_in_process(name: str, keys: list[str], attribute: str, now: int) -> list[dict[str, Any]] | None:
+    """The keys of `name`'s items whose `attribute` is a number below `now`, read from moto's table
+    in this process; None when the table is not in this process (then a Scan finds them). What
+    is read may be a moment old: the delete checks again."""
+    from citegate.local import moto_state
+
+    table = moto_state.find_table(name)
+    if table is None:
+        return None
+    expired = []
+    for item in moto_state.items_of(table):
+        value = item.attrs.get(attribute)
+        if value is None or value.type != "N":
+            continue
+        try:
+            if Decimal(value.value) >= now:
+                continue
+        except (InvalidOperation, TypeError):
+            continue
+        try:
+            expired.append({key: moto_state.wire(item.attrs[key]) for key in keys})
+        except KeyError:
+            continue
+    return expired
 
 
 class TtlSweeper:
@@ -56,6 +89,11 @@ class TtlSweeper:
         deleted = 0
         now = int(self._clock())
         for name, keys, attribute in self._tables:
+            expired = _expired_in_process(name, keys, attribute, now)
+            if expired is not None:
+                for key in expired:
+                    deleted += self._delete_if_expired(name, key, attribute, now)
+                continue
             names = {f"#k{i}": key for i, key in enumerate(keys)} | {"#ttl": attribute}
             scan: dict[str, Any] = {
                 "TableName": name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ from citegate.policy.model import Policy
 from citegate.store.dynamo import from_item, is_conditional_failure, query_all, scan_all, to_item, utc_now
 
 SEED_FILE = Path(__file__).resolve().parents[3] / "config" / "policies.json"
+# Principals whose policy is cached at once: every person signing in has a key of their own, and a
+# long-running process must not keep one for each of them forever.
+POLICY_CACHE_ENTRIES = 1024
 
 
 def principal_key(principal: Principal) -> str:
@@ -36,7 +40,8 @@ class PolicyStore:
         self._policies = policies
         self._credentials = credentials
         self._cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[float, Policy | None]] = {}
+        self._cache: dict[str, tuple[float, Policy | None]] = {}  # oldest read first
+        self._cache_lock = threading.Lock()
         self._all: tuple[float, list[Policy]] | None = None
 
     # -- policies ---------------------------------------------------------------------------
@@ -47,7 +52,11 @@ class PolicyStore:
             return cached[1]
         item = self._policies.get_item(Key={"principal_key": key}, ConsistentRead=True).get("Item")
         policy = Policy.model_validate(from_item(item)) if item else None
-        self._cache[key] = (time.monotonic(), policy)
+        with self._cache_lock:
+            self._cache.pop(key, None)
+            self._cache[key] = (time.monotonic(), policy)
+            while len(self._cache) > POLICY_CACHE_ENTRIES:
+                del self._cache[next(iter(self._cache))]
         return policy
 
     def for_principal(self, principal: Principal) -> Policy | None:
@@ -61,7 +70,8 @@ class PolicyStore:
 
     def put(self, policy: Policy) -> Policy:
         self._policies.put_item(Item=to_item(policy.model_dump()))
-        self._cache.pop(policy.principal_key, None)
+        with self._cache_lock:
+            self._cache.pop(policy.principal_key, None)
         self._all = None
         return policy
 
