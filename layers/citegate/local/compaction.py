@@ -37,7 +37,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -141,8 +141,11 @@ class Compactor:
         growth: float = GROWTH,
         min_lines: int = MIN_LINES,
         interval: float = CHECK_SECONDS,
+        objects: Callable[[Journal, moto_state.ObjectDigests], Iterable[dict[str, Any]]] | None = None,
     ) -> None:
         self.journal = journal
+        # Where S3's objects come from: the embedded endpoint's (process-wide) moto by default.
+        self._objects = objects or moto_state.object_records
         self.growth = growth
         self.min_lines = min_lines
         self.interval = interval
@@ -230,7 +233,7 @@ class Compactor:
         """Hash the objects written since the last compaction before taking the lock, so that
         writes do not wait for it (one changed meanwhile is hashed under the lock)."""
         try:
-            for _ in moto_state.object_records(self.journal, self.digests):
+            for _ in self._objects(self.journal, self.digests):
                 pass
         except Exception:  # an object overwritten or deleted while it was read
             return
@@ -238,7 +241,7 @@ class Compactor:
     def _write_objects(self, out: BinaryIO) -> list[str]:
         """Every S3 object as a record; the blob of each."""
         blobs: list[str] = []
-        for record in moto_state.object_records(self.journal, self.digests):
+        for record in self._objects(self.journal, self.digests):
             blobs.append(record["blob"])
             out.write(_line(record))
         return blobs

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,12 @@ def _fold(path: Path) -> dict[str, int]:
     return state
 
 
+def _no_objects(journal: Journal, digests: Any) -> Iterator[dict[str, Any]]:
+    """No S3 objects: these journals hold items only (moto's S3 in this process may hold another
+    test's objects)."""
+    return iter(())
+
+
 def _journal(tmp_path: Path, records: list[dict[str, Any]]) -> Journal:
     journal = Journal(tmp_path)
     journal.open()
@@ -60,7 +67,7 @@ def _history() -> list[dict[str, Any]]:
 def test_each_item_keeps_its_last_record(tmp_path: Path) -> None:
     journal = _journal(tmp_path, _history())
     before = _fold(journal.path)
-    result = Compactor(journal).compact()
+    result = Compactor(journal, objects=_no_objects).compact()
     assert _fold(journal.path) == before
     assert result.lines_after == len(before) == len(journal.path.read_text().splitlines())
     assert result.lines_before == len(_history())
@@ -85,14 +92,14 @@ def test_records_appended_during_a_compaction_are_kept(
         return found
 
     monkeypatch.setattr(compaction, "last_records", append_while_folding)
-    Compactor(journal).compact()
+    Compactor(journal, objects=_no_objects).compact()
     assert len(appended) == 50
     assert _fold(journal.path) == {**expected, **{f"new{i}": i for i in range(50)}}
 
 
 def test_concurrent_appends_and_compactions(tmp_path: Path) -> None:
     journal = _journal(tmp_path, [])
-    compactor = Compactor(journal)
+    compactor = Compactor(journal, objects=_no_objects)
     expected: dict[str, int] = {}
     stop = threading.Event()
 
@@ -132,13 +139,13 @@ def test_a_failed_compaction_leaves_the_journal_whole(
 
     monkeypatch.setattr(os, failing, crash)
     with pytest.raises(OSError):
-        Compactor(journal).compact()
+        Compactor(journal, objects=_no_objects).compact()
     monkeypatch.undo()
     assert journal.path.read_bytes() == before
     journal.append(_item("still-writing", 1))  # the journal is still the one appended to
     assert _fold(journal.path)["still-writing"] == 1
     assert (tmp_path / "journal.compacting").exists()  # left behind, as by a crash
-    Compactor(journal)  # the next start removes it
+    Compactor(journal, objects=_no_objects)  # the next start removes it
     assert not (tmp_path / "journal.compacting").exists()
 
 
@@ -158,7 +165,7 @@ def test_a_torn_last_line_is_cut_off_before_appending(tmp_path: Path) -> None:
 
 def test_compaction_is_due_once_the_journal_has_grown(tmp_path: Path) -> None:
     journal = _journal(tmp_path, [_item(f"k{i}", i) for i in range(100)])
-    compactor = Compactor(journal, growth=1.5, min_lines=120)
+    compactor = Compactor(journal, growth=1.5, min_lines=120, objects=_no_objects)
     compactor.baseline = 100
     assert not compactor.due()
     for i in range(49):
