@@ -54,6 +54,7 @@ SERVER_NAME = "citegate"
 # The route that tells a caller which tools its policy grants.
 ME_PATH = "/v1/me"
 ME_CACHE_SECONDS = 60.0
+ME_CACHE_ENTRIES = 1024  # callers whose grants are remembered
 MCP_PATH = "/mcp"
 
 
@@ -536,7 +537,14 @@ async def allowed_tools(backend: Backend) -> frozenset[str] | None:
         granted = frozenset()
     if cache is not None and (status == 200 or status in (401, 403)):
         store, key = cache
-        store[key] = (time.monotonic(), granted)
+        now = time.monotonic()
+        if len(store) >= ME_CACHE_ENTRIES:  # callers' credentials change (JWTs refresh): bounded
+            for stale in [k for k, (at, _) in store.items() if now - at >= ME_CACHE_SECONDS]:
+                del store[stale]
+            while len(store) >= ME_CACHE_ENTRIES:
+                del store[next(iter(store))]  # the oldest entry first (dicts keep insertion order)
+        store.pop(key, None)
+        store[key] = (now, granted)
     return granted
 
 

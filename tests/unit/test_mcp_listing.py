@@ -3,6 +3,10 @@ granted, and the web allowed for the web tools, as `GET /v1/me` states them (iss
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from citegate.mcp_server import ALL_TOOLS, callable_tools, visible
 
 
@@ -39,3 +43,27 @@ def test_what_an_older_server_does_not_say_hides_nothing() -> None:
         "rag_ingest_local_file",
         "web_read",
     }
+
+
+def test_the_listing_cache_of_callers_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from citegate import mcp_server
+
+    monkeypatch.setattr(mcp_server, "ME_CACHE_ENTRIES", 8)
+    store: dict[str, Any] = {}
+
+    class Backend:
+        key = ""
+
+        def listing_cache(self) -> Any:
+            return store, self.key
+
+        async def request(self, method: str, path: str, body: Any) -> Any:
+            return 200, {"tools": ["search"]}
+
+    backend = Backend()
+    for i in range(50):
+        backend.key = f"caller-{i}"
+        asyncio.run(mcp_server.allowed_tools(backend))  # type: ignore[arg-type]
+    assert len(store) == 8 and "caller-49" in store and "caller-0" not in store
