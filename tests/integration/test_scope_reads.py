@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 
 from citegate.local.gateway import create_app
 from tests.integration.conftest import ingest
+from tests.integration.test_governance import _agent, _as
 
 QUESTION = "How is agent memory configuration done?"
 PAGE = "publish/kgent/memory.md"
@@ -101,19 +102,6 @@ class World:
 
     def agent(self) -> TestClient:
         return TestClient(create_app(), headers={"Authorization": f"Bearer {self.token}"})
-
-
-def _agent(client: TestClient, policy: dict[str, Any], kind: str = "token") -> tuple[str, str]:
-    agent_id = "agent-" + uuid.uuid4().hex[:8]
-    put = client.put(f"/admin/policies/agent:{agent_id}", json=policy)
-    assert put.status_code == 200, put.text
-    issued = client.post(f"/admin/agents/{agent_id}/credentials", json={"kind": kind})
-    assert issued.status_code == 201, issued.text
-    return agent_id, issued.json()["secret"]
-
-
-def _as(secret: str) -> TestClient:
-    return TestClient(create_app(), headers={"Authorization": f"Bearer {secret}"})
 
 
 @pytest.fixture(scope="module")

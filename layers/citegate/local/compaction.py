@@ -196,10 +196,8 @@ class Compactor:
                         if not _is_s3(line):
                             out.write(line)
                             written += 1
-                    blobs = self._write_objects(out)
+                    blobs = self._seal(out)
                     written += len(blobs)
-                    out.flush()
-                    os.fsync(out.fileno())
                     journal.swap(tmp, written)
                     self._collect_blobs(set(blobs))
                     result = self._done(before, written, started, locked, state=False)
@@ -221,10 +219,8 @@ class Compactor:
                 for record in moto_state.table_records():
                     out.write(_line(record))
                     written += 1
-                blobs = self._write_objects(out)
+                blobs = self._seal(out)
                 written += len(blobs)
-                out.flush()
-                os.fsync(out.fileno())
             journal.swap(tmp, written)
             self._collect_blobs(set(blobs))
             return self._done(before, written, started, locked, state=True)
@@ -237,6 +233,13 @@ class Compactor:
                 pass
         except Exception:  # an object overwritten or deleted while it was read
             return
+
+    def _seal(self, out: BinaryIO) -> list[str]:
+        """End a compacted journal: S3's objects, then on disk before it replaces the old one."""
+        blobs = self._write_objects(out)
+        out.flush()
+        os.fsync(out.fileno())
+        return blobs
 
     def _write_objects(self, out: BinaryIO) -> list[str]:
         """Every S3 object as a record; the blob of each."""

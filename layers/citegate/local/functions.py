@@ -204,7 +204,8 @@ class EnvironmentStream:
             done()
 
 
-def _is_stream(result: Any) -> bool:
+def is_stream(result: Any) -> bool:
+    """A streaming handler's result: an iterator of frames (not a response dict or a body)."""
     return isinstance(result, Iterator) and not isinstance(result, dict | str | bytes)
 
 
@@ -218,7 +219,7 @@ def invoke(function: str, event: dict[str, Any]) -> Any:
     except BaseException:
         functions.release(environment)
         raise
-    if _is_stream(result):
+    if is_stream(result):
         return EnvironmentStream(result, lambda: functions.release(environment))
     functions.release(environment)
     return result

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -47,6 +47,7 @@ from citegate.local.functions import (
     ENVIRONMENT_WAIT_SECONDS,
     TooManyRequestsException,
     invoke,
+    is_stream,
     max_environments,
 )
 from citegate.observability import logger
@@ -249,14 +250,8 @@ def _close(stream: Any) -> None:
         logger.exception("closing a stream failed")
 
 
-def _is_stream(result: Any) -> bool:
-    return isinstance(result, Iterator | Iterable) and not isinstance(result, dict | str | bytes)
-
-
 def to_response(result: Any, request_id: str) -> Response:
-    if _is_stream(result):
-        # A streaming handler returns its (already SSE-framed) frames; closable, see above.
-        return LambdaStreamResponse(result if hasattr(result, "close") else iter(result), request_id)
+    """A handler's non-streamed result as the HTTP response API Gateway would send."""
     if not isinstance(result, dict) or "statusCode" not in result:
         # A payload-2.0 integration may return a bare JSON value: API Gateway wraps it as 200.
         return Response(json.dumps(result), status_code=200, media_type="application/json")
@@ -374,7 +369,7 @@ async def _integrate(route: routes.Route, event: dict[str, Any], request_id: str
     release: Any = gate.release
     try:
         result = await run_in_threadpool(invoke, route.function, event)
-        if _is_stream(result):
+        if is_stream(result):
             stream = result if hasattr(result, "close") else iter(result)
             response: Response = LambdaStreamResponse(stream, request_id, on_done=release)
             release = None  # the stream gives the environment back when it is closed

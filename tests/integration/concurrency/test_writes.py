@@ -3,15 +3,14 @@ callers served at the same time never borrow each other's identity."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, wait_for_task
 
 N = 16
 T = TypeVar("T")
@@ -36,16 +35,6 @@ def _at_once(
 
 def _own_request_id(response: httpx.Response) -> bool:
     return bool(response.json().get("requestId") == response.headers["apigw-requestid"])
-
-
-def _wait(client: httpx.Client, task_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        task = client.get(f"/v1/tasks/{task_id}").json()
-        if task["status"] in ("succeeded", "failed"):
-            return dict(task)
-        time.sleep(0.1)
-    raise AssertionError(f"task {task_id} did not finish: {task}")
 
 
 def test_knowledge_bases_created_at_once_are_each_their_own(live_url: str) -> None:
@@ -75,7 +64,7 @@ def test_documents_ingested_at_once_each_land_with_their_own_content(live_url: s
     accepted = _at_once(live_url, submit)
     assert [a.status_code for a in accepted] == [202] * N, [a.text for a in accepted if a.status_code != 202]
     with _client(live_url) as client:
-        tasks = [_wait(client, a.json()["task_id"]) for a in accepted]
+        tasks = [wait_for_task(client, a.json()["task_id"]) for a in accepted]
         assert [t["status"] for t in tasks] == ["succeeded"] * N, tasks
         assert [t["document_id"] for t in tasks] == [a.json()["document_id"] for a in accepted]
         documents = {d["document_id"]: d for d in client.get(f"/v1/kb/{kb}/documents").json()["documents"]}
@@ -163,6 +152,6 @@ def test_two_callers_served_at_once_keep_their_own_identity_and_rights(live_url:
     with _client(live_url) as service:
         for _, _, written in answers:
             if written.status_code == 202:
-                _wait(service, written.json()["task_id"])
+                wait_for_task(service, written.json()["task_id"])
         names = sorted(d["source_name"] for d in service.get(f"/v1/kb/{kb}/documents").json()["documents"])
     assert names == sorted(f"service-{i}.md" for i in range(0, N, 2))
