@@ -96,6 +96,9 @@ class Settings(BaseModel):
     # AWS) or the local TTL sweeper deletes it. Unset: 400 days in AWS, 7 on the local runtime,
     # whose embedded tables hold every record in memory (about 5 KB each).
     audit_retention_days: float | None = Field(None, gt=0, alias="CITEGATE_AUDIT_RETENTION_DAYS")
+    # The local runtime keeps at most this many audit records in memory; older ones move to
+    # RAG_DATA_ROOT/audit-archive/<day>.jsonl (removed after the retention). Not used in AWS.
+    local_audit_max_records: int = Field(20_000, ge=100, alias="CITEGATE_LOCAL_AUDIT_MAX_RECORDS")
 
     # Ingestion limits.
     # Uploaded documents (presigned S3) may be this large; inline ones (text, base64) are bounded by

@@ -103,3 +103,85 @@ def test_audit_records_go_once_their_retention_has_passed(stack: Any, monkeypatc
     assert left(now + 3600) == {"default", "half-a-day"}
     # (not further: the session's other audit records would go too)
     assert left(now + 43200 + 120) == {"default"}
+
+
+def test_a_backlog_goes_a_hundred_at_a_time_and_a_renewed_item_still_survives(stack: Any) -> None:
+    """One delete a call fell behind 16 busy clients and the audit table grew without end: expired
+    items now go in TransactWriteItems of a hundred conditional deletes. When one item of a call
+    was renewed since it was read, the call is cancelled and its items go one at a time."""
+    import boto3
+
+    s = stack.services
+    client = boto3.client("dynamodb", region_name=s.settings.region)
+    calls: list[str] = []
+    client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+    counters = s.counters._table
+    table = resources.COUNTERS.physical_name(s.settings.stage)
+    now = int(time.time())
+    tag = uuid.uuid4().hex
+    with counters.batch_writer() as batch:
+        for i in range(250):
+            batch.put_item(Item={"counter_key": f"backlog-{tag}-{i}", "expires_at": now - 5})
+
+    assert TtlSweeper(client, s.settings.stage, clock=lambda: now).sweep_once() >= 250
+    assert calls.count("TransactWriteItems") == 3  # 100 + 100 + 50, not 250 calls
+    assert not any("Item" in counters.get_item(Key={"counter_key": f"backlog-{tag}-{i}"}) for i in range(250))
+
+    renewed = {"counter_key": {"S": f"renewed-{tag}"}}
+    expired = [{"counter_key": {"S": f"gone-{tag}-{i}"}} for i in range(3)]
+    counters.put_item(Item={"counter_key": f"renewed-{tag}", "expires_at": now + 3600})
+    for key in expired:
+        counters.put_item(Item={"counter_key": key["counter_key"]["S"], "expires_at": now - 5})
+    sweeper = TtlSweeper(client, s.settings.stage, clock=lambda: now)
+    assert sweeper._delete_expired(table, [*expired, renewed], "expires_at", now) == 3
+    assert "Item" in counters.get_item(Key={"counter_key": f"renewed-{tag}"})
+    assert not any("Item" in counters.get_item(Key={"counter_key": k["counter_key"]["S"]}) for k in expired)
+
+
+def test_past_the_local_bound_the_oldest_audit_records_move_to_the_archive(stack: Any, tmp_path: Any) -> None:
+    """The embedded endpoint holds every item in memory: locally the audit table keeps at most
+    CITEGATE_LOCAL_AUDIT_MAX_RECORDS records, and the oldest beyond it move to
+    audit-archive/<day>.jsonl, one record a line; an archive day past the retention is removed."""
+    import json
+
+    import boto3
+
+    from citegate.audit import AuditRecord
+    from citegate.local import moto_state
+    from citegate.local.ttl import AuditOverflow
+
+    s = stack.services
+    client = boto3.client("dynamodb", region_name=s.settings.region)
+    audit_table = resources.AUDIT.physical_name(s.settings.stage)
+    tag = uuid.uuid4().hex[:8]
+    for i in range(3):  # the oldest records of the table, from long ago
+        s.audit.write(
+            AuditRecord(
+                request_id=f"old-{tag}-{i}",
+                timestamp=f"2000-01-01T00:00:0{i}.000Z",
+                tenant_id=f"archive-{tag}",
+                caller_type="service",
+                caller_id="archive-test",
+                route="GET /v1/kb",
+                decision="allow",
+                status=200,
+            )
+        )
+    held = len(moto_state.items_of(moto_state.find_table(audit_table)))
+    # (kept 30 years, or the sweep would remove the year-2000 archive at once, as it does below)
+    overflow = AuditOverflow(tmp_path / "audit-archive", max_records=held - 3, retention_days=30 * 365)
+    TtlSweeper(client, s.settings.stage, audit_overflow=overflow).sweep_once()
+
+    archived = [
+        json.loads(line)
+        for line in (tmp_path / "audit-archive" / "2000-01-01.jsonl").read_text().splitlines()
+    ]
+    assert [r["request_id"] for r in archived] == [f"old-{tag}-{i}" for i in range(3)]
+    assert archived[0]["status"] == 200 and archived[0]["route"] == "GET /v1/kb"  # plain JSON, whole
+    assert s.audit.list(f"archive-{tag}") == []  # gone from the table
+
+    today = tmp_path / "audit-archive" / (time.strftime("%Y-%m-%d", time.gmtime()) + ".jsonl")
+    today.write_text("{}\n")
+    week = AuditOverflow(tmp_path / "audit-archive", max_records=held, retention_days=7)
+    assert week.remove_expired_days(time.time()) == 1  # 2000-01-01 went; today stays
+    assert sorted(p.name for p in (tmp_path / "audit-archive").iterdir()) == [today.name]

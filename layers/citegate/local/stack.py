@@ -17,7 +17,7 @@ from citegate.local.aws_endpoint import EmbeddedAws
 from citegate.local.imports import serialize_imports
 from citegate.local.poller import QueuePoller
 from citegate.local.provision import provision
-from citegate.local.ttl import TtlSweeper
+from citegate.local.ttl import AuditOverflow, TtlSweeper
 from citegate.observability import logger
 from citegate.policy.store import SEED_FILE as POLICY_SEED_FILE
 from citegate.routes import INGEST_CONSUMER_FUNCTION
@@ -133,7 +133,13 @@ class LocalStack:
             )
             self.poller.start()
             # The background work AWS does by itself: event source mappings above, TTL here.
-            self.sweeper = TtlSweeper(session.client("dynamodb"), self.settings.stage)
+            overflow = AuditOverflow(
+                self.settings.data_root / "audit-archive",
+                max_records=self.settings.local_audit_max_records,
+                retention_days=self.settings.audit_ttl_days,
+            )
+            dynamodb = session.client("dynamodb")
+            self.sweeper = TtlSweeper(dynamodb, self.settings.stage, audit_overflow=overflow)
             self.sweeper.start()
         return self
 
