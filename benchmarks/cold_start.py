@@ -14,8 +14,9 @@ modules (where the time goes).
 Sizes: each function folder as CDK packages it (no __pycache__), the shared layer as
 infra/bundling.py builds it (here, into a temporary folder), the dependency layers from the cached
 build under .cache/layer-build or cdk.out/.layer-build (built by `make synth` or
-`python -m infra.bundling --build-dir .cache/layer-build`), and each function's total of code and
-layers unzipped against Lambda's 250 MB limit.
+`python -m infra.bundling --build-dir .cache/layer-build`; or CITEGATE_LAYER_BUILD_DIR), and each
+function's total of code and layers unzipped against Lambda's 250 MB limit, the streaming entries
+(`<function> (stream)`, with the web adapter's layer at its allowance) included.
 
     uv run python benchmarks/cold_start.py [--runs 5] [--only kb_ask answer_ask] [--no-sizes]
 
@@ -25,7 +26,6 @@ The machine may be shared: the load average is printed beside the figures.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -46,7 +46,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # infra.bundling, for the layer sizes
 FUNCTIONS = REPO / "functions"
 BAR_MS = 300.0
-LAYER_BUILD_DIRS = (REPO / ".cache" / "layer-build", REPO / "cdk.out" / ".layer-build")
+LAYER_BUILD_DIRS = (
+    REPO / ".cache" / "layer-build",
+    REPO / "cdk.out" / ".layer-build",
+    *([Path(os.environ["CITEGATE_LAYER_BUILD_DIR"])] if os.environ.get("CITEGATE_LAYER_BUILD_DIR") else []),
+)
 MB = 1_000_000
 
 _LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)$")
@@ -185,18 +189,7 @@ def expected_dependency_folders(architecture: str, embedder: str) -> dict[str, s
     names = {}
     for group, members in groups.items():
         lines = sorted(r.line for r in requirements if r.name in members)
-        key_source = json.dumps(
-            {
-                "bundler": bundling.BUNDLER_VERSION,
-                "python": bundling.PYTHON_VERSION,
-                "platform": bundling.PIP_PLATFORMS[architecture],
-                "group": group,
-                "requirements": lines,
-                "trim": [list(bundling.TRIM_PATHS), sorted(bundling.TRIM_DIR_NAMES)],
-            },
-            sort_keys=True,
-        )
-        names[group] = f"{group}-{architecture}-{hashlib.sha256(key_source.encode()).hexdigest()[:16]}"
+        names[group] = bundling.layer_key(group, lines, architecture)[1]
     return names
 
 
@@ -226,7 +219,7 @@ def dependency_layer_sizes(architecture: str, embedder: str) -> tuple[dict[str, 
             continue
         sizes[group] = int(json.loads((found / ".citegate-layer.json").read_text())["size"])
         stale = "" if current else " (STALE: an earlier uv.lock or build recipe)"
-        where[group] = str(found.relative_to(REPO)) + stale
+        where[group] = str(found.relative_to(REPO) if found.is_relative_to(REPO) else found) + stale
     return sizes, where
 
 
@@ -237,12 +230,15 @@ def shared_layer_size() -> int:
         return folder_size(bundling.build_shared_layer(Path(tmp)) / "python", skip=())
 
 
-def function_layers() -> dict[str, list[str]]:
+def function_layers() -> dict[str, Any]:
     """Function -> its extra dependency layers (FUNCTION_SPECS), read in a child process because
     importing the CDK constructs starts jsii (a few seconds, and not this process's business)."""
     code = (
         "import json; from infra.constructs.endpoint_function import FUNCTION_SPECS as s; "
-        "print(json.dumps({k: list(v.layers) for k, v in s.items()}))"
+        "from infra.constructs.streaming import stream_spec, streaming_functions as f; "
+        "out = {k: list(v.layers) for k, v in s.items()}; "
+        "out['__stream__'] = {n: list(stream_spec(n).layers) for n in f()}; "
+        "print(json.dumps(out))"
     )
     env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     done = subprocess.run(
@@ -250,7 +246,7 @@ def function_layers() -> dict[str, list[str]]:
     )
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[-1])
-    result: dict[str, list[str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -261,16 +257,21 @@ def sizes_report(functions: list[str], architecture: str, embedder: str) -> dict
     layers["shared"] = shared_layer_size()
     where["shared"] = "layers/citegate (built by infra.bundling.build_shared_layer into a temp folder)"
     extras = function_layers()
+    streams: dict[str, list[str]] = extras.pop("__stream__", {})
     per_function: dict[str, dict[str, Any]] = {}
-    for function in functions:
-        groups = ["shared", "base"]
-        for extra in extras.get(function, []):
-            groups.append(f"embedder-{embedder}" if extra == "embedder" else extra)
+    # Each function, and each streaming entry (the route's folder under the Lambda Web Adapter).
+    entries = [(f, f, extras.get(f, [])) for f in functions]
+    entries += [(f"{f} (stream)", f, e) for f, e in streams.items() if f in functions]
+    for label, function, function_extras in entries:
+        groups = ["shared", *bundling.groups_for(function_extras, embedder)]
         code = folder_size(FUNCTIONS / function)
         missing = [g for g in groups if g not in layers]
-        total = None if missing else code + sum(layers[g] for g in groups)
+        total = None
+        if not missing:
+            total = code + sum(layers[g] for g in groups)
+            total += bundling.adapter_allowance(groups)  # the web adapter's layer (not built here)
         stale = any("STALE" in where.get(g, "") for g in groups)
-        per_function[function] = {"code_bytes": code, "layers": groups, "total_bytes": total, "stale": stale}
+        per_function[label] = {"code_bytes": code, "layers": groups, "total_bytes": total, "stale": stale}
     return {
         "architecture": architecture,
         "embedder": embedder,

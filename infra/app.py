@@ -2,6 +2,14 @@
 
 Context: `stage` (default "dev") and the `citegate:*` keys read by infra.stack.CitegateConfig.
 cdk-nag's AwsSolutions checks run on the whole app; every suppression carries its reason.
+
+The stack is environment-agnostic, always: no account or region is given to it, so every ARN,
+URL and name that needs them holds `AWS::AccountId` / `AWS::Region`, and the same template deploys
+wherever `cdk deploy` (or CloudFormation) runs it: the CLI's region (AWS_REGION, the profile), and
+in the pipeline its own region variable. `CDK_DEFAULT_ACCOUNT`/`CDK_DEFAULT_REGION`, which the CLI
+sets from the profile (us-east-1 when none is configured), are deliberately not read: they fixed the
+region at synth time, and a deploy of that assembly went to that region whatever the pipeline said.
+tests/infrastructure/test_deploy.py checks that no template holds a literal region or account.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ for path in (REPO, REPO / "layers"):
 # The jsii runtime warns on every start under Node 20; it works, and the warning drowns the output.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from aws_cdk import App, Environment, Validations  # noqa: E402
+from aws_cdk import App, Validations  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from citegate import resources  # noqa: E402
@@ -36,13 +44,11 @@ def build(
     pack themselves (`AwsSolutionsChecks().validate_scope(stack)`) to list the findings."""
     app = App(context=context, outdir=outdir)
     config = CitegateConfig.from_context(app.node.try_get_context)
-    account = os.environ.get("CDK_DEFAULT_ACCOUNT")
-    region = os.environ.get("CDK_DEFAULT_REGION")
     stack = CitegateStack(
         app,
         f"{resources.APP}-{config.stage}",
         config=config,
-        env=Environment(account=account, region=region) if account or region else None,
+        env=None,  # environment-agnostic (module docstring)
         description=f"citegate ({config.stage}): governed, cited knowledge answering",
     )
     if nag:

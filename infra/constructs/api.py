@@ -11,6 +11,8 @@ An HTTP API route takes one authorizer, so:
 - the agent API routes the same paths with IAM authorization: SigV4-signed agents, whose IAM
   principal the handler maps to an agent identity.
 `GET /healthz` is open on both. Both stages have default route throttling and JSON access logs.
+Both have a `$default` route (no authorizer) to a small function that answers a request no route
+matches in the project's JSON error shape, as the local gateway does (infra/unmatched_route).
 
 The APIs, their stages and the authorizer are here, in the top-level stack; each route (with its
 integration and invoke permission) is made by `add_routes` in the nested stack of its function.
@@ -33,12 +35,23 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import custom_resources as cr
 
 from citegate import resources, routes
-from constructs import Construct
+from constructs import Construct, IConstruct
 from infra.constructs import acknowledge, acknowledge_provider
-from infra.constructs.endpoint_function import POLICY_SEED_FUNCTION, POLICY_SEED_SPEC, EndpointFunction
+from infra.constructs.endpoint_function import (
+    POLICY_SEED_FUNCTION,
+    POLICY_SEED_SPEC,
+    EndpointFunction,
+    FunctionSpec,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_SEED_CODE = REPO / "infra" / "custom_resources" / "policy_seed"
+UNMATCHED_ROUTE_CODE = REPO / "infra" / "unmatched_route"
+UNMATCHED_ROUTE_FUNCTION = "unmatched_route"
+# Reads nothing, writes nothing: the shared layer's routes and error shapes only.
+UNMATCHED_ROUTE_SPEC = FunctionSpec(
+    "The $default route: requests no route matches, in the JSON error shape", memory_mb=256, timeout_s=5
+)
 # The reviewed seed policies (the local stack seeds the same file).
 SEED_FILE = REPO / "config" / "policies.json"
 
@@ -241,6 +254,33 @@ class Api(Construct):
                         "token); it reports health only.",
                     )
 
+    def add_unmatched_route(self, scope: Construct, *, make_function: MakeFunction) -> EndpointFunction:
+        """`$default` on both doors: what no route matches answers 404/405 in the JSON error shape.
+        Made in `scope` (a nested stack, like every route: the top level holds shared resources)."""
+        function = make_function(
+            scope, UNMATCHED_ROUTE_FUNCTION, spec=UNMATCHED_ROUTE_SPEC, code_dir=UNMATCHED_ROUTE_CODE
+        )
+        for door, api in (("public", self.public_api), ("agent", self.agent_api)):
+            route = apigwv2.HttpRoute(
+                scope,
+                f"{door.title()}DefaultRoute",
+                http_api=api,
+                route_key=apigwv2.HttpRouteKey.DEFAULT,
+                integration=integrations.HttpLambdaIntegration(
+                    f"{door.title()}UnmatchedRouteIntegration",
+                    function.function,
+                    payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+                ),
+                authorizer=self.open_route,
+            )
+            acknowledge(
+                route,
+                "AwsSolutions-APIG4",
+                "The $default route only refuses: it answers 404/405 for requests no route matches, "
+                "before any credential is looked at (as the local gateway does), and reads nothing.",
+            )
+        return function
+
     def _stage(
         self,
         name: str,
@@ -277,6 +317,7 @@ class Api(Construct):
         self,
         *,
         make_function: MakeFunction,
+        policies_table: IConstruct,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
     ) -> CustomResource:
@@ -290,7 +331,7 @@ class Api(Construct):
         )
         acknowledge_provider(provider, seed.function.function_arn)
         stage = self.node.try_get_context("stage") or "dev"
-        return CustomResource(
+        seed_policies = CustomResource(
             self,
             "SeedPolicies",
             service_token=provider.service_token,
@@ -301,3 +342,7 @@ class Api(Construct):
                 "Seed": json.dumps(json.loads(SEED_FILE.read_text()), separators=(",", ":"), sort_keys=True),
             },
         )
+        # The function names the table by its fixed name (no reference CloudFormation could order
+        # by), so the seeding waits for the table it writes explicitly.
+        seed_policies.node.add_dependency(policies_table)
+        return seed_policies

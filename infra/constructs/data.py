@@ -89,6 +89,9 @@ class Data(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             lifecycle_rules=[s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(90))],
             removal_policy=removal_policy,
+            # CloudFormation cannot delete a bucket with objects: `cdk destroy` of a non-prod stage
+            # empties it first (CDK's S3AutoDeleteObjects custom resource). prod retains its buckets.
+            auto_delete_objects=not retain,
         )
         acknowledge(
             self.access_logs,
@@ -135,6 +138,7 @@ class Data(Construct):
             if page_origins
             else None,
             removal_policy=removal_policy,
+            auto_delete_objects=not retain,
         )
 
         # ---------------------------------------------------------------- queues

@@ -2,8 +2,9 @@
 
 Every function (the routes', the authorizer, the queue consumer, the six ingestion steps, the
 OpenSearch setup custom resource) is an `EndpointFunction`: Python 3.11, `handler.lambda_handler`
-from its own folder, the shared layer plus the dependency layers it needs, X-Ray active tracing,
-Powertools settings, its own log group with a retention, and its own role.
+from its own folder (a streaming entry: the folder's run.sh under the Lambda Web Adapter), the
+shared layer plus the dependency layers it needs, X-Ray active tracing, Powertools settings, its
+own log group with a retention, and its own role.
 
 Least privilege: `FUNCTION_SPECS` says, per function, which tables it reads or writes, which S3
 prefixes it may get, put, delete or list, whether it may send to the ingestion queue or start the
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -48,7 +49,10 @@ TableAccess = Literal["read", "write", "put", "update"]
 SearchAccess = Literal["none", "read", "write", "admin"]
 ObjectAction = Literal["get", "put", "delete", "list"]
 # Extra dependency layers beyond shared + base (see infra/bundling.py).
-ExtraLayer = Literal["parsing", "answering", "embedder", "mcp"]
+ExtraLayer = Literal["parsing", "answering", "embedder", "mcp", "llm", "auth", "stream"]
+# How Lambda starts the function: the Python runtime calling `handler.lambda_handler`, or the
+# Lambda Web Adapter running the folder's run.sh (the streaming entries: infra/constructs/streaming.py).
+Entry = Literal["handler", "stream"]
 # The nested stacks of endpoint functions (see the module doc).
 StackGroup = Literal["knowledge", "answers", "agents", "admin"]
 GROUP_DESCRIPTIONS: Mapping[StackGroup, str] = {
@@ -95,6 +99,7 @@ class FunctionSpec:
     invokes: tuple[str, ...] = ()
     # The nested stack (default: from the route's path, ROUTE_GROUPS).
     group: StackGroup | None = None
+    entry: Entry = "handler"
 
 
 def _acts(*names: ObjectAction) -> frozenset[ObjectAction]:
@@ -181,6 +186,11 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
     ),
     "document_list": governed("GET /v1/kb/{kb_id}/documents", tables=_tables(documents="read")),
     "document_get": governed("GET /v1/kb/{kb_id}/documents/{document_id}", tables=_tables(documents="read")),
+    "document_chunks": governed(
+        "GET /v1/kb/{kb_id}/documents/{document_id}/chunks: parents and children of a document",
+        tables=_tables(documents="read", parents="read"),
+        search="read",
+    ),
     "document_delete": governed(
         "DELETE /v1/kb/{kb_id}/documents/{document_id}: record, chunks, parents, files",
         tables=_tables(kbs="write", documents="write", parents="write"),
@@ -334,6 +344,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         memory_mb=512,
         timeout_s=10,
         tables=_tables(credentials="read"),
+        layers=("auth",),  # JWTs are verified here (joserfc) and nowhere else
     ),
     routes.INGEST_CONSUMER_FUNCTION: FunctionSpec(
         "SQS consumer: the batch's documents packed into Step Functions executions",
@@ -512,6 +523,7 @@ class EndpointFunction(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": resources.APP,
             "LOG_LEVEL": settings.log_level,
             "POWERTOOLS_LOG_LEVEL": settings.log_level,
+            **(lwa_environment() if spec.entry == "stream" else {}),
             **(environment or {}),
         }
         self.function = lambda_.Function(
@@ -521,7 +533,7 @@ class EndpointFunction(Construct):
             description=spec.description[:256],
             runtime=lambda_.Runtime.PYTHON_3_11,
             architecture=settings.architecture,
-            handler="handler.lambda_handler",
+            handler=STREAM_HANDLER if spec.entry == "stream" else "handler.lambda_handler",
             code=lambda_.Code.from_asset(
                 str(code_dir or FUNCTIONS_DIR / name), exclude=["__pycache__", "*.pyc"]
             ),
@@ -533,6 +545,8 @@ class EndpointFunction(Construct):
             role=self.role,
             log_group=self.log_group,
         )
+        if spec.entry == "stream":
+            self.function.add_layers(lwa_layer(self, settings.architecture))
         # Its own log group only (no AWSLambdaBasicExecutionRole: that allows every log group).
         self.log_group.grant_write(self.role)
         acknowledge_wildcards(
@@ -614,6 +628,36 @@ class EndpointFunction(Construct):
             self.role.add_to_principal_policy(
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=arns)
             )
+
+
+# The streaming entries run under the AWS Lambda Web Adapter (citegate.http.stream_app): its public
+# layer, as an exec wrapper that starts the folder's run.sh and streams the app's response.
+# Published by AWS in every commercial region from this account (China: other accounts).
+LWA_ACCOUNT = "753240598075"
+LWA_LAYER_VERSION = 26
+STREAM_HANDLER = "run.sh"
+LWA_PORT = 8000  # any port but 9001 (the Runtime API) and 3000 (Lambda Insights)
+
+
+def lwa_environment() -> dict[str, str]:
+    from citegate.http.stream_app import READY_PATH
+
+    return {
+        "AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap",
+        "AWS_LWA_INVOKE_MODE": "response_stream",
+        "AWS_LWA_PORT": str(LWA_PORT),
+        "AWS_LWA_READINESS_CHECK_PATH": READY_PATH,
+    }
+
+
+def lwa_layer(scope: Construct, architecture: lambda_.Architecture) -> lambda_.ILayerVersion:
+    name = (
+        "LambdaAdapterLayerArm64"
+        if architecture.name == lambda_.Architecture.ARM_64.name
+        else "LambdaAdapterLayerX86"
+    )
+    arn = f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{LWA_ACCOUNT}:layer:{name}:{LWA_LAYER_VERSION}"
+    return lambda_.LayerVersion.from_layer_version_arn(scope, "WebAdapter", arn)
 
 
 _SINGLE_ACTIONS: Mapping[str, str] = {"put": "dynamodb:PutItem", "update": "dynamodb:UpdateItem"}

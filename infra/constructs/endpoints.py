@@ -16,13 +16,14 @@ import jsii
 from aws_cdk import CfnResource, NestedStack, Stack
 
 from constructs import Construct, IConstruct, IValidation
-from infra.constructs.api import Api
+from infra.constructs.api import Api, camel
 from infra.constructs.endpoint_function import (
     GROUP_DESCRIPTIONS,
     RESOURCE_BUDGET,
     EndpointFunction,
     StackGroup,
 )
+from infra.constructs.streaming import StreamingEntry, streaming_functions
 
 MakeFunction = Callable[..., EndpointFunction]
 
@@ -44,10 +45,16 @@ class EndpointStack(NestedStack):
         super().__init__(scope, construct_id, description=f"citegate endpoints: {GROUP_DESCRIPTIONS[group]}")
         self.group = group
         self.functions: dict[str, EndpointFunction] = {}
+        self.streaming: dict[str, StreamingEntry] = {}
+        streams = set(streaming_functions())
         for name in functions:
             function = make_function(self, name)
             api.add_routes(self, function)
             self.functions[name] = function
+            if name in streams:  # its twin with function URLs that stream (infra/constructs/streaming.py)
+                self.streaming[name] = StreamingEntry(
+                    self, f"{camel(name)}Streaming", function=name, make_function=make_function
+                )
         for dependency in depends_on:
             self.node.add_dependency(dependency)
 

@@ -1,12 +1,14 @@
 """The Lambda layers: the shared `citegate` package and the dependency layers (infra/bundling.py).
 
-Functions get `shared + base` and, where their spec says so, `parsing` (the parse step) or
-`embedder` (the functions that embed text with the offline model). Lambda allows 250 MB unzipped
-per function, code and layers together; `layers_for` refuses a combination that would not fit.
+Functions get `shared + base` and, where their spec says so, the other groups of
+infra/bundling.py (`bundling.groups_for`). Lambda allows 250 MB unzipped per function, code and
+layers together; `layers_for` refuses a function over `bundling.FUNCTION_BUDGET`
+(60% of it) or over Lambda's 5 layers.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -75,24 +77,17 @@ class Layers(Construct):
             )
 
     def groups_for(self, extras: Sequence[str]) -> list[str]:
-        groups = ["base"]
-        for extra in extras:
-            if extra == "embedder":
-                name = f"embedder-{self.embedder}"
-                if name in self.by_group:  # no layer when embeddings come from an endpoint
-                    groups.append(name)
-            else:
-                groups.append(extra)
-        return groups
+        return bundling.groups_for(extras, self.embedder)
 
     def layers_for(self, function: str, extras: Sequence[str], code_size: int) -> list[lambda_.ILayerVersion]:
-        groups = self.groups_for(extras)
-        total = code_size + self.sizes["shared"] + sum(self.dependencies.sizes[g] for g in groups)
-        if total > bundling.LAMBDA_UNZIPPED_LIMIT:
-            raise ValueError(
-                f"{function}: code and layers {groups} unzip to {total / 1e6:.1f} MB, over Lambda's "
-                f"{bundling.LAMBDA_UNZIPPED_LIMIT / 1e6:.1f} MB"
-            )
+        """The function's layers; the synth fails when they with its code would unzip to more than
+        bundling.FUNCTION_BUDGET, or with more layers than Lambda allows."""
+        total, groups = bundling.function_total(self.sizes, extras, self.embedder, code_size)
+        # Placeholder layers (tests, quick synths) are too small to weigh: their count still counts.
+        budget = sys.maxsize if self.placeholder else bundling.FUNCTION_BUDGET
+        refused = bundling.over_budget(function, total, groups, budget)
+        if refused is not None:
+            raise ValueError(refused)
         return [self.shared, *(self.by_group[g] for g in groups)]
 
 

@@ -1,15 +1,26 @@
-"""Alarms and a dashboard for what needs a person: stuck ingestion, failing APIs, failing steps.
+"""Alarms and a dashboard for what needs a person: stuck ingestion, failing APIs, failing steps,
+an unhealthy search domain.
 
-Alarms: ingestion DLQ depth > 0, each API's 5xx, errors and throttles of the consumer and of every
-ingestion step, failed state machine executions. With `-c citegate:alarm_topic_arn=...` they
-notify that SNS topic; without, they show in the console and on the dashboard.
+Alarms:
+- ingestion: DLQ depth > 0; the oldest queued message older than 15 minutes (the consumer only
+  starts executions, so a healthy queue drains in seconds; 15 minutes means the consumer is not
+  running, or fails message after message); failed executions; errors of the consumer and of
+  every step; throttles of every step without reserved concurrency (those with it are throttled
+  on purpose in a burst and retried: ingestion.py).
+- APIs: each API's 5xx; errors of the Lambda authorizer (every public request runs it, and its
+  failure is a 500 for the caller whatever the route).
+- OpenSearch, with AWS's recommended thresholds: cluster red (1 minute), yellow (5 minutes in a
+  row: replicas fit the node count, search.replicas_for, so yellow is a fault), free storage at or
+  below 25% of a node's volume, JVM memory pressure at or above 95% for 3 minutes, writes blocked.
+With `citegate:alarm_topic` (required for prod) they notify that SNS topic; without, they show in
+the console and on the dashboard.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration
+from aws_cdk import Arn, ArnFormat, Aws, Duration, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -20,8 +31,24 @@ from aws_cdk import aws_stepfunctions as sfn
 from citegate import resources
 from constructs import Construct
 from infra.constructs.endpoint_function import EndpointFunction
+from infra.constructs.search import Search
 
 PERIOD = Duration.minutes(5)
+MINUTE = Duration.minutes(1)
+# Oldest queued ingestion message, in seconds (module docstring).
+QUEUE_AGE_LIMIT_S = 15 * 60
+# OpenSearch: AWS's recommended alarms (docs: "Recommended CloudWatch alarms").
+FREE_STORAGE_SHARE = 0.25
+JVM_PRESSURE_PERCENT = 95
+
+
+def topic_arn(scope: Construct, topic: str) -> str:
+    """A topic name in the deploy's own account and region (no literal in the template), or an ARN."""
+    if topic.startswith("arn:"):
+        return topic
+    return Arn.format(
+        {"service": "sns", "resource": topic, "arn_format": ArnFormat.NO_RESOURCE_NAME}, Stack.of(scope)
+    )
 
 
 class Monitoring(Construct):
@@ -36,14 +63,31 @@ class Monitoring(Construct):
         apis: Mapping[str, apigwv2.HttpApi],
         ingestion_functions: Mapping[str, EndpointFunction],
         state_machine: sfn.StateMachine,
-        alarm_topic_arn: str | None = None,
+        search: Search,
+        authorizer: EndpointFunction,
+        reserved_ingestion: Mapping[str, int] | None = None,
+        alarm_topic: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         prefix = f"{resources.APP}-{stage}"
         self.alarms: dict[str, cloudwatch.Alarm] = {}
-        topic = sns.Topic.from_topic_arn(self, "AlarmTopic", alarm_topic_arn) if alarm_topic_arn else None
+        self.topic = (
+            sns.Topic.from_topic_arn(self, "AlarmTopic", topic_arn(self, alarm_topic))
+            if alarm_topic
+            else None
+        )
+        topic = self.topic
+        reserved = reserved_ingestion or {}
 
-        def alarm(key: str, metric: cloudwatch.IMetric, description: str, threshold: float = 0) -> None:
+        def alarm(
+            key: str,
+            metric: cloudwatch.IMetric,
+            description: str,
+            threshold: float = 0,
+            *,
+            comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            periods: int = 1,
+        ) -> None:
             created = cloudwatch.Alarm(
                 self,
                 f"{key}Alarm",
@@ -51,8 +95,8 @@ class Monitoring(Construct):
                 alarm_description=description,
                 metric=metric,
                 threshold=threshold,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
+                comparison_operator=comparison,
+                evaluation_periods=periods,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
             if topic is not None:
@@ -67,12 +111,24 @@ class Monitoring(Construct):
             dlq_depth,
             "Ingestion messages failed 5 times and wait in the dead-letter queue: inspect, then redrive.",
         )
+        alarm(
+            "ingest-queue-oldest-message-age",
+            ingest_queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+            "An ingestion message has waited more than 15 minutes: the consumer is not running "
+            "(event source disabled, throttled, no permission) or fails every delivery.",
+            threshold=QUEUE_AGE_LIMIT_S,
+        )
         for door, api in apis.items():
             alarm(
                 f"{door}-api-5xx",
                 api.metric_server_error(period=PERIOD, statistic="Sum"),
                 f"The {door} API answered 5xx (a function failed or timed out).",
             )
+        alarm(
+            "authorizer-errors",
+            authorizer.function.metric_errors(period=PERIOD, statistic="Sum"),
+            "The Lambda authorizer failed: every public request it failed on got a 500.",
+        )
         for name, fn in ingestion_functions.items():
             short = name.replace("_", "-")
             alarm(
@@ -80,18 +136,63 @@ class Monitoring(Construct):
                 fn.function.metric_errors(period=PERIOD, statistic="Sum"),
                 f"{name} raised errors (each is retried; repeated errors fail the task).",
             )
-            alarm(
-                f"{short}-throttles",
-                fn.function.metric_throttles(period=PERIOD, statistic="Sum"),
-                f"{name} was throttled (account or reserved concurrency).",
-            )
+            if name not in reserved:  # a reserved step is throttled on purpose in a burst
+                alarm(
+                    f"{short}-throttles",
+                    fn.function.metric_throttles(period=PERIOD, statistic="Sum"),
+                    f"{name} was throttled (the account's concurrency ran out).",
+                )
+
+        domain = search.domain
+        at_least = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        alarm(
+            "search-cluster-red",
+            domain.metric_cluster_status_red(period=MINUTE, statistic="Maximum"),
+            "OpenSearch is red: a primary shard is unassigned, so searches miss chunks and writes fail.",
+            threshold=1,
+            comparison=at_least,
+        )
+        alarm(
+            "search-cluster-yellow",
+            domain.metric_cluster_status_yellow(period=MINUTE, statistic="Maximum"),
+            "OpenSearch is yellow for 5 minutes: a replica is unassigned (a node lost or full).",
+            threshold=1,
+            comparison=at_least,
+            periods=5,
+        )
+        free_mib = FREE_STORAGE_SHARE * search.settings.volume_gb * 1024
+        alarm(
+            "search-free-storage",
+            domain.metric_free_storage_space(period=MINUTE, statistic="Minimum"),
+            f"An OpenSearch node has 25% of its {search.settings.volume_gb} GiB or less free: writes "
+            "block at the flood-stage watermark. Grow opensearch_volume_gb or add nodes.",
+            threshold=free_mib,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+        )
+        alarm(
+            "search-jvm-pressure",
+            domain.metric_jvm_memory_pressure(period=MINUTE, statistic="Maximum"),
+            "OpenSearch JVM memory pressure at 95% or more for 3 minutes: out-of-memory errors and "
+            "blocked requests follow. Use a larger instance type.",
+            threshold=JVM_PRESSURE_PERCENT,
+            comparison=at_least,
+            periods=3,
+        )
+        alarm(
+            "search-writes-blocked",
+            domain.metric_cluster_index_writes_blocked(period=PERIOD, statistic="Maximum"),
+            "OpenSearch blocks writes (storage or memory): ingestion's index step fails.",
+            threshold=1,
+            comparison=at_least,
+        )
         alarm(
             "ingestion-failed-executions",
             state_machine.metric_failed(period=PERIOD, statistic="Sum"),
             "Ingestion executions failed: the task records the reason (GET /v1/tasks/{task_id}).",
         )
 
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=prefix)
+        # Dashboard names are global to the account: the region keeps two regions' stages apart.
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{prefix}-{Aws.REGION}")
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="API requests and 5xx",

@@ -7,16 +7,25 @@ replaces its chunks; Serverless vector collections refuse custom ids) and remove
 stale chunks with `delete_by_query` (not supported by Serverless). A domain runs all of it as the
 local conformance suite expects.
 
-Access: IAM only (SigV4-signed requests). The domain's resource-based access policy names exactly
-the roles of the functions that search, index or set the domain up, with the same path-scoped
-actions their identity policies carry: readers may only POST to the chunks index's `_search`,
-`_msearch`, `_mget` and `_count`; writers may also change documents of that index and `_bulk`;
-only the setup function may touch templates and search pipelines. No fine-grained access control:
-with no internal users there is nothing for it to map, and IAM already scopes every role.
+Access: IAM only (SigV4-signed requests), decided by the functions' identity policies. Each role
+that searches, indexes or sets the domain up carries path-scoped statements: readers may only POST
+to the chunks index's `_search`, `_msearch`, `_mget` and `_count`; writers may also change documents
+of that index and `_bulk`; only the setup function may touch templates and search pipelines. No
+fine-grained access control: with no internal users there is nothing for it to map.
 
-The access policy is written by CDK's own custom resource (`Domain.add_access_policies`: one
-`es:UpdateDomainConfig` after the roles exist), not as the domain's property: most of the roles are
-in nested stacks that need the domain's endpoint first, so the property would be a cycle.
+The domain's own access policy (its `AccessPolicies` property, set when the domain is created)
+delegates to IAM: it allows `es:ESHttp*` on the domain's subresources to principals of this
+account only (`arn:<partition>:iam::<account>:root`), so a request is allowed exactly when the
+caller's identity policy allows it. That is the access the functions had before, because within
+one account IAM allows a request that either the identity or the resource policy allows: naming
+each role in the domain's policy restricted nobody. Why not name them anyway: most roles live in
+nested stacks that need the domain's endpoint first, so the property cannot refer to them (a
+cycle), and CDK's workaround (`Domain.add_access_policies`, a custom resource calling
+es:UpdateDomainConfig) replies with the whole policy (about 14.7 KB for 16 roles with real ARNs);
+CloudFormation refuses a custom-resource reply over 4,096 bytes (aws-cdk issue 29093), and the
+first deploy rolled back. A property needs no reply at all, grows with nothing, and is in place
+before any function can call the domain. tests/infrastructure/test_deploy.py keeps every
+custom resource's reply under the limit; test_stack.py checks this policy.
 
 At deploy time a custom resource calls `citegate.search.opensearch.setup_opensearch` (index
 template, index, one search pipeline per fusion config), so the functions never need setup rights.
@@ -83,6 +92,28 @@ def domain_name(stage: str) -> str:
 def index_name(prefix: str) -> str:
     # Mirrors citegate.search.opensearch.index_name without importing opensearch-py at synth time.
     return f"{prefix}-chunks"
+
+
+def access_policy(domain_arn: str) -> dict[str, object]:
+    """The domain's resource policy: HTTP access for this account's principals, as their identity
+    policies allow (a delegation to IAM; see the module docstring)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": iam.AccountRootPrincipal().arn},
+                "Action": "es:ESHttp*",
+                "Resource": f"{domain_arn}/*",
+            }
+        ],
+    }
+
+
+def replicas_for(data_nodes: int) -> int:
+    """One replica when there is another data node to hold it; none on a single node, where a
+    replica can never be assigned and the cluster would stay yellow."""
+    return 1 if data_nodes > 1 else 0
 
 
 def search_statements(domain_arn: str, prefix: str, access: Access) -> list[iam.PolicyStatement]:
@@ -202,21 +233,25 @@ class Search(Construct):
             removal_policy=removal_policy,
         )
         self.domain.node.add_dependency(logs_policy)
+        # The access policy as the domain's own property: no custom resource, no reply (docstring).
+        cfn_domain: opensearch.CfnDomain = self.domain.node.default_child  # type: ignore[assignment]
+        cfn_domain.access_policies = access_policy(self.domain_arn)
         self.endpoint_url = f"https://{self.domain.domain_endpoint}"
         self.grantees: dict[str, Access] = {}
 
         acknowledge(
             self.domain,
             "AwsSolutions-OS1",
-            "Public endpoint on purpose: only SigV4-signed requests from the roles in the access "
-            "policy are accepted, and a VPC would put every function in it (NAT gateways for the "
-            "model endpoints, VPC endpoints for DynamoDB, S3, SQS and Step Functions).",
+            "Public endpoint on purpose: only SigV4-signed requests of this account's principals "
+            "whose identity policies allow them are accepted (the function roles, path-scoped), and "
+            "a VPC would put every function in it (NAT gateways for the model endpoints, VPC "
+            "endpoints for DynamoDB, S3, SQS and Step Functions).",
         )
         acknowledge(
             self.domain,
             "AwsSolutions-OS3",
-            "Access is by IAM identity (the named function roles), not by source IP: Lambda has no "
-            "fixed addresses outside a VPC.",
+            "Access is by IAM identity (the function roles' identity policies), not by source IP: "
+            "Lambda has no fixed addresses outside a VPC.",
         )
         if not settings.dedicated_master_type:
             acknowledge(
@@ -237,20 +272,13 @@ class Search(Construct):
     # ------------------------------------------------------------------ grants
 
     def grant(self, function: EndpointFunction, access: Access) -> None:
-        """Identity policy on the function's role and the same statements in the domain's policy."""
+        """The function's identity policy (the domain's own policy delegates to IAM)."""
         # The domain's ARN as the function's own stack writes it (from the name: no cross-stack reference).
         function_stack = Stack.of(function)
         local_arn = function_stack.format_arn(service="es", resource="domain", resource_name=self.domain_name)
         statements = search_statements(local_arn, self.settings.index_prefix, access)
         for statement in statements:
             function.role.add_to_principal_policy(statement)
-        principal = iam.ArnPrincipal(function.role.role_arn)
-        self.domain.add_access_policies(
-            *(
-                statement.copy(principals=[principal])
-                for statement in search_statements(self.domain_arn, self.settings.index_prefix, access)
-            )
-        )
         self.grantees[function.name] = access
         acknowledge_wildcards(
             function,
@@ -314,38 +342,19 @@ class Search(Construct):
                 "Dimension": str(self.settings.dimension),
                 "ChineseAnalyzer": self.settings.chinese_analyzer,
                 "Fusions": json.dumps(fusions, sort_keys=True),
+                "Replicas": str(replicas_for(self.settings.data_nodes)),
                 "CodeHash": code_hash,
             },
         )
-        # The access policy (written by the domain's AccessPolicy custom resource) must name the setup
-        # role before the setup runs: depending on the domain construct includes that resource.
-        resource.node.add_dependency(self.domain)
+        # What it writes: the domain (its endpoint is a property, so CloudFormation orders that), with
+        # the setup role's identity policy in place (the function depends on it).
+        resource.node.add_dependency(self.domain, setup.role)
         acknowledge_provider(provider, setup.function.function_arn)
         return resource
-
-    def acknowledge_access_policy_writer(self) -> None:
-        """CDK's AwsCustomResource behind Domain.add_access_policies: a stack-wide singleton function."""
-        stack = Stack.of(self)
-        for child in stack.node.children:
-            if child.node.id.startswith("AWS679f53fac002430cb0da5b7982bd2287"):
-                acknowledge(
-                    child,
-                    "AwsSolutions-IAM4",
-                    "CDK's AwsCustomResource function (it writes the domain's access policy with one "
-                    "es:UpdateDomainConfig call) uses AWSLambdaBasicExecutionRole for its own logs.",
-                    findings=[
-                        "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
-                    ],
-                )
-                acknowledge(
-                    child,
-                    "AwsSolutions-L1",
-                    "CDK's AwsCustomResource function: its Node.js runtime is chosen by CDK, not this app.",
-                )
 
 
 def _size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-__all__ = ["Search", "SearchSettings", "domain_name", "search_statements"]
+__all__ = ["Search", "SearchSettings", "access_policy", "domain_name", "replicas_for", "search_statements"]

@@ -101,10 +101,12 @@ class Settings(BaseModel):
     local_audit_max_records: int = Field(20_000, ge=100, alias="CITEGATE_LOCAL_AUDIT_MAX_RECORDS")
 
     # Ingestion limits.
-    # Uploaded documents (presigned S3) may be this large; inline ones (text, base64) are bounded by
-    # API Gateway's 10 MB payload limit, so their decoded size is capped lower.
+    # Uploaded documents (presigned S3) may be this large; inline ones (text, base64) travel in the
+    # Lambda event, which Lambda refuses over 6 MB (6,291,456 bytes) before the handler runs: 4 MiB
+    # decoded is 5.59 MB in base64, leaving ~0.7 MB for the event's headers, request context,
+    # metadata and JSON escaping (docs/api.md). Larger documents go through POST /v1/kb/{id}/uploads.
     max_document_bytes: int = Field(20 * 1024 * 1024, alias="CITEGATE_MAX_DOCUMENT_BYTES")
-    max_inline_document_bytes: int = Field(7 * 1024 * 1024, alias="CITEGATE_MAX_INLINE_DOCUMENT_BYTES")
+    max_inline_document_bytes: int = Field(4 * 1024 * 1024, alias="CITEGATE_MAX_INLINE_DOCUMENT_BYTES")
     # `file_path` ingestion is local-only and confined to this folder (unset: refused).
     local_ingest_root: Path | None = Field(None, alias="CITEGATE_LOCAL_INGEST_ROOT")
     upload_url_ttl_seconds: int = Field(900, alias="CITEGATE_UPLOAD_URL_TTL")
@@ -137,6 +139,9 @@ class Settings(BaseModel):
     llm_api_key: SecretStr | None = Field(None, alias="CITEGATE_LLM_API_KEY")
     llm_model: str | None = Field(None, alias="CITEGATE_LLM_MODEL")
     llm_timeout_seconds: float = Field(30.0, alias="CITEGATE_LLM_TIMEOUT")
+    # A second model call judges whether each cited passage supports its sentence; unsupported
+    # citations (and sentences left without one) are taken off. Off: it doubles the model calls.
+    llm_verify_citations: bool = Field(False, alias="CITEGATE_LLM_VERIFY_CITATIONS")
 
     # Agents (spec 003's /api/v2/query, spec 001's chats). Chat models a caller may pick by id:
     # a JSON list of {"id", "model", "base_url", "api_key_secret_arn"?, "label"?, "tools"?}; the

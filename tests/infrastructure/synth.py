@@ -33,6 +33,11 @@ class Synth:
     nested: dict[str, dict[str, Any]]  # logical id of the nested stack resource -> its template
     names: dict[str, str]  # nested logical id -> construct id (IngestionStack, KnowledgeEndpoints, ...)
     resources: Resources  # flattened
+    template_files: list[Path]  # the top-level template and every nested one, as synthesized
+
+    def templates(self) -> dict[str, dict[str, Any]]:
+        """Every template by a readable name: the stack's, and each nested stack's construct id."""
+        return {self.stack.stack_name: self.parent, **{self.names[k]: v for k, v in self.nested.items()}}
 
 
 def synthesize(overrides: dict[str, Any]) -> Synth:
@@ -42,11 +47,13 @@ def synthesize(overrides: dict[str, Any]) -> Synth:
     assembly = app.synth()
     parent = assembly.get_stack_artifact(stack.artifact_id).template
     nested, names = {}, {}
+    files = [Path(assembly.directory) / stack.template_file]
     for construct_id, nested_stack in ((s.node.id, s) for s in stack.nested_stacks.values()):
         logical = stack.resolve(nested_stack.nested_stack_resource.logical_id)  # type: ignore[union-attr]
-        nested[logical] = json.loads((Path(assembly.directory) / nested_stack.template_file).read_text())
+        files.append(Path(assembly.directory) / nested_stack.template_file)
+        nested[logical] = json.loads(files[-1].read_text())
         names[logical] = construct_id
-    return Synth(stack, parent, nested, names, flatten(parent, nested))
+    return Synth(stack, parent, nested, names, flatten(parent, nested), files)
 
 
 def flatten(parent: dict[str, Any], nested: dict[str, dict[str, Any]]) -> Resources:
@@ -138,11 +145,7 @@ def fill(value: Any, slots: dict[str, Any]) -> Any:
 
 
 def domain_access_policy(resources: Resources) -> dict[str, Any]:
-    """The OpenSearch access policy the domain's AccessPolicy custom resource writes."""
-    (writer,) = [v for v in resources.values() if v["Type"] == "Custom::OpenSearchAccessPolicy"]
-    slotted, slots = join_with_slots(writer["Properties"]["Update"])
-    call = json.loads(slotted)
-    assert call["action"] == "updateDomainConfig" and call["service"] == "OpenSearch"
-    policy = json.loads(call["parameters"]["AccessPolicies"])
-    filled: dict[str, Any] = fill(policy, slots)
-    return filled
+    """The OpenSearch domain's access policy: its own AccessPolicies property."""
+    (domain,) = [v for v in resources.values() if v["Type"] == "AWS::OpenSearchService::Domain"]
+    policy: dict[str, Any] = domain["Properties"]["AccessPolicies"]
+    return policy

@@ -1,4 +1,5 @@
-"""The deploy-time OpenSearch setup waits for the domain's access policy (written just before it)."""
+"""The deploy-time OpenSearch setup: it waits out a 403 while its role's new IAM grant propagates
+(the domain's own policy delegates to IAM), and fits the index's replicas to the data nodes."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def handler(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
-def test_a_403_while_the_access_policy_applies_is_retried(
+def test_a_403_while_the_grant_propagates_is_retried(
     handler: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     answers: list[Any] = [AuthorizationException(403, "security_exception", {}), {"index": "citegate-chunks"}]
@@ -72,3 +73,26 @@ def test_a_bad_request_is_not_retried(handler: ModuleType, monkeypatch: pytest.M
     with pytest.raises(RequestError):
         handler.lambda_handler(EVENT, None)
     assert calls == [1]
+
+
+def test_the_index_gets_the_replicas_its_nodes_can_hold(
+    handler: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0 on a single data node (a replica could never be assigned: the cluster would stay yellow)."""
+    settings: list[tuple[str, Any]] = []
+
+    class Indices:
+        def put_settings(self, index: str, body: Any) -> None:
+            settings.append((index, body))
+
+    class Index:
+        client = type("Client", (), {"indices": Indices()})()
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(opensearch.OpenSearchIndex, "from_aws", classmethod(lambda cls, *a, **k: Index()))
+    monkeypatch.setattr(opensearch, "setup_opensearch", lambda *a, **k: {"index": "citegate-chunks"})
+    event = {**EVENT, "ResourceProperties": {**EVENT["ResourceProperties"], "Replicas": "0"}}
+    handler.lambda_handler(event, None)
+    assert settings == [("citegate-chunks", {"index": {"number_of_replicas": 0}})]

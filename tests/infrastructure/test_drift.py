@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from infra.constructs.endpoint_function import FUNCTION_SPECS
+from infra.constructs.streaming import stream_name, streaming_functions
 from infra.stack import (
     EMBEDDING_API_KEY_SECRET_ENV,
     GITHUB_TOKEN_SECRET_ENV,
@@ -298,8 +299,12 @@ def test_configured_secrets_reach_only_their_users(res: Resources) -> None:
     functions = _function_env(res)
     readers = _secret_readers(res)
     llm = [n for n, (_, env) in functions.items() if LLM_API_KEY_SECRET_ENV in env]
-    # Every function that answers (the answering layer) may use the model, and only those.
-    answering = sorted(n for n, spec in FUNCTION_SPECS.items() if "answering" in spec.layers)
+    # Every function that answers (the answering layer) may use the model, and only those: the
+    # streaming twins of answering functions too (same folder and grants, infra/constructs/streaming.py).
+    answering = sorted(
+        [n for n, spec in FUNCTION_SPECS.items() if "answering" in spec.layers]
+        + [stream_name(f) for f in streaming_functions() if "answering" in FUNCTION_SPECS[f].layers]
+    )
     assert sorted(llm) == answering and {"kb_ask", "query_v2", "agent_chat_message"} <= set(llm)
     for name in llm:
         assert functions[name][1][LLM_API_KEY_SECRET_ENV] == SECRET_ARN
@@ -323,9 +328,16 @@ def test_stage_blocks_are_typed_and_refuse_plaintext_secrets() -> None:
     cdk_context = json.loads((REPO / "cdk.json").read_text())["context"]
     dev = CitegateConfig.from_context(cdk_context.get, environ={})
     assert dev.stage == "dev" and dev.embedder == "use" and dev.page_origins == ("http://localhost:8099",)
+    ready = {"page_origins": "https://docs.example.com", "oidc_issuer": "https://id.example.com/"}
     stages = {
         "citegate:stages": {
-            "prod": {"log_level": "warning", "llm_api_key_secret": "citegate/prod/llm", "throttle_rate": 20}
+            "prod": {
+                "log_level": "warning",
+                "llm_api_key_secret": "citegate/prod/llm",
+                "throttle_rate": 20,
+                "alarm_topic": "oncall",
+                **ready,
+            }
         }
     }
     prod = CitegateConfig.from_context({**stages, "stage": "prod"}.get, environ={})

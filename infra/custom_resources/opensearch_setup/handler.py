@@ -5,10 +5,17 @@ template, creates the chunks index if it is missing (checking the vector dimensi
 puts one search pipeline per fusion config: idempotent, so every deploy may run it. Delete keeps
 the index: the chunks are data, and the domain's own removal policy decides their fate.
 
+It also sets the index's `number_of_replicas` (the `Replicas` property: 0 on a single data node,
+where a replica could never be assigned and the cluster would stay yellow); a dynamic setting, so
+a deploy that changes the node count changes it too.
+
 Runs with the shared and base layers (citegate, opensearch-py, requests); requests are signed
-with this function's role, which the domain's access policy names. That policy is written by the
-domain's AccessPolicy custom resource just before this one runs, and the domain may take a moment
-to apply it, so a 403 is retried like an unreachable endpoint.
+with this function's role, whose identity policy grants them (the domain's own policy delegates to
+IAM). A new role's policy can take a moment to reach OpenSearch, so a 403 is retried like an
+unreachable endpoint.
+
+The reply stays small whatever the deployment (CloudFormation refuses one over 4,096 bytes): the
+physical id and three short names (tests/infrastructure/test_deploy.py measures it).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ def _setup(properties: dict[str, Any]) -> dict[str, Any]:
     from opensearchpy.exceptions import AuthorizationException
 
     from citegate.search.base import FusionConfig, SearchUnavailable
-    from citegate.search.opensearch import OpenSearchIndex, setup_opensearch
+    from citegate.search.opensearch import OpenSearchIndex, index_name, setup_opensearch
 
     prefix = str(properties["Prefix"])
     dimension = int(properties["Dimension"])
@@ -54,13 +61,20 @@ def _setup(properties: dict[str, Any]) -> dict[str, Any]:
     try:
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                return setup_opensearch(
+                result = setup_opensearch(
                     index.client,
                     prefix,
                     dimension,
                     fusions,
                     chinese_analyzer=properties.get("ChineseAnalyzer") or "smartcn",
                 )
+                replicas = properties.get("Replicas")
+                if replicas not in (None, ""):
+                    index.client.indices.put_settings(
+                        index=index_name(prefix),
+                        body={"index": {"number_of_replicas": int(replicas)}},
+                    )
+                return result
             except (
                 SearchUnavailable,
                 AuthorizationException,

@@ -2,9 +2,12 @@
 a stream of events instead of a body.
 
 - Errors before the stream starts (bad body, refused caller) are ordinary JSON responses.
-- Locally the gateway streams the frames as they are produced. Behind API Gateway's HTTP API a
-  Python Lambda cannot stream, so the same frames are sent as one complete `text/event-stream`
-  body: clients parse it identically, only without incremental delivery (docs/architecture.md).
+- An entry point that can deliver frames as they are produced gets the stream itself: the local
+  gateway, and in AWS the streaming entry (citegate.http.stream_app: the function URL with
+  RESPONSE_STREAM behind the Lambda Web Adapter), which says so with `delivering_frames()`.
+  Behind API Gateway's HTTP API (which cannot stream) the same frames are sent as one complete
+  `text/event-stream` body: clients parse it identically, only without incremental delivery and
+  within the API's 29 s (docs/architecture.md, "Streaming in AWS").
 - A failure midway becomes the route's own error frames, and the stream still ends cleanly.
 - The call's audit record is written when the stream has been produced, before its last frame is
   released; if it cannot be written, the client is told so with an error frame. A client that
@@ -56,6 +59,19 @@ class PendingStream:
 
 
 _pending: ContextVar[PendingStream | None] = ContextVar("citegate_stream", default=None)
+# Set by an entry point that delivers each frame as it is produced (citegate.http.stream_app).
+_delivers_frames: ContextVar[bool] = ContextVar("citegate_delivers_frames", default=False)
+
+
+@contextlib.contextmanager
+def delivering_frames() -> Iterator[None]:
+    """Within it, a streaming route's entry point returns its `EventStream` for the caller to
+    deliver frame by frame (and close), instead of joining the frames into one body."""
+    token = _delivers_frames.set(True)
+    try:
+        yield
+    finally:
+        _delivers_frames.reset(token)
 
 
 def stream_response(
@@ -201,8 +217,8 @@ def sse_handler(app: LazyResolver, *, family: Family) -> Callable[[dict[str, Any
                 _close_unsent(pending)
             return finish_call(s, record, response, family)
         stream = EventStream(s, record, pending, family)
-        if s.settings.local_runtime:
-            return stream  # the local gateway delivers each frame as it is produced, then closes it
+        if s.settings.local_runtime or _delivers_frames.get():
+            return stream  # the caller delivers each frame as it is produced, then closes it
         try:
             body = "".join(stream)
         finally:

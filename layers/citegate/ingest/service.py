@@ -33,6 +33,10 @@ from citegate.store.dynamo import utc_now
 if TYPE_CHECKING:
     from citegate.container import Services
 
+# Documents sent in the request body; anything larger is uploaded first (presigned PUT).
+INLINE_FIELDS = frozenset({"text", "base64_file"})
+UPLOAD_ROUTE = "POST /v1/kb/{kb_id}/uploads"
+
 
 def raw_key(kb_id: str, document_id: str, sha256: str) -> str:
     return f"raw/{kb_id}/{document_id}/{sha256}"
@@ -235,7 +239,8 @@ class IngestionService:
             return Source(data, request.source_name or "", request.mime_type)
         if request.base64_file is not None:
             # Reject before decoding: base64 is 4/3 of the decoded size.
-            self._check_size(len(request.base64_file) * 3 // 4, inline_limit, "base64_file")
+            encoded = request.base64_file
+            self._check_size(len(encoded) * 3 // 4 - encoded[-2:].count("="), inline_limit, "base64_file")
             try:
                 data = base64.b64decode(request.base64_file, validate=True)
             except (binascii.Error, ValueError) as error:
@@ -298,7 +303,9 @@ class IngestionService:
     @staticmethod
     def _check_size(size: int, limit: int, field: str) -> None:
         if size > limit:
-            raise PayloadTooLarge(
-                f"the document is {size} bytes; the limit for {field} is {limit} bytes",
-                details={"field": field, "size": size, "limit": limit},
-            )
+            message = f"the document is {size} bytes; the limit for {field} is {limit} bytes"
+            details: dict[str, Any] = {"field": field, "size": size, "limit": limit}
+            if field in INLINE_FIELDS:  # inline documents must fit Lambda's 6 MB event: upload instead
+                message += f"; upload it instead ({UPLOAD_ROUTE}, then ingest with s3_key)"
+                details["upload_route"] = UPLOAD_ROUTE
+            raise PayloadTooLarge(message, details=details)

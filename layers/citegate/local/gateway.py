@@ -50,10 +50,13 @@ from citegate.local.functions import (
     is_stream,
     max_environments,
 )
+from citegate.local.static import static_routes
 from citegate.observability import logger
 from citegate.settings import get_settings
 
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024  # API Gateway's limit
+# Lambda refuses a synchronous invocation whose event is larger, before the handler runs.
+MAX_EVENT_BYTES = 6 * 1024 * 1024
 _ROUTE_ARN_PREFIX = "arn:aws:execute-api:local:000000000000:local/$default/"
 _TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded", "application/xml")
 
@@ -338,6 +341,14 @@ async def _dispatch(request: Request, request_id: str) -> Response:
         too_large = PayloadTooLarge(f"request bodies are limited to {MAX_PAYLOAD_BYTES} bytes")
         return _error(too_large, route.family, request_id)
     event = build_event(request, body, route, path_params, request_id)
+    event_size = len(json.dumps(event).encode())
+    if event_size > MAX_EVENT_BYTES:  # as Lambda would: the document should have been uploaded
+        too_large = PayloadTooLarge(
+            f"the request makes a {event_size}-byte Lambda event, over Lambda's {MAX_EVENT_BYTES}; "
+            "upload large documents (POST /v1/kb/{kb_id}/uploads, then ingest with s3_key)",
+            details={"size": event_size, "limit": MAX_EVENT_BYTES},
+        )
+        return _error(too_large, route.family, request_id)
     authorization = request.headers.get("authorization", "")
     try:
         if authorization.startswith("AWS4-HMAC-SHA256"):
@@ -451,6 +462,8 @@ def create_app() -> Starlette:
             # The API's own description, served by the local gateway only (not one of ROUTES).
             StarletteRoute("/openapi.json", openapi_json, methods=["GET"]),
             StarletteRoute("/docs", openapi_docs, methods=["GET"]),
+            # The widget, the console and the example site (ui/dist and samples/; local only).
+            *static_routes(),
             StarletteRoute("/{path:anypath}", dispatch, methods=methods),  # must stay last
         ],
         exception_handlers={HTTPException: _refused_by_router},

@@ -85,10 +85,13 @@ class PolicyStore:
         return policies
 
     def agent_for_iam_arn(self, arn: str) -> Policy | None:
-        """The agent an IAM principal acts as. Assumed-role ARNs match their role."""
-        candidates = {arn, _role_of(arn)}
+        """The agent an IAM principal acts as. Assumed-role ARNs match their role (by name: STS
+        drops the role's path), and a listed role or user matches with or without its path."""
+        candidates = {arn, iam_identity(_role_of(arn))}
         for policy in self.all():
-            if policy.principal_key.startswith("agent:") and candidates & set(policy.iam_arns):
+            if not policy.principal_key.startswith("agent:"):
+                continue
+            if candidates & {iam_identity(listed) for listed in policy.iam_arns}:
                 return policy
         return None
 
@@ -196,9 +199,22 @@ def keeps_admin(policy: Policy) -> bool:
 
 
 def _role_of(arn: str) -> str:
-    """arn:aws:sts::123:assumed-role/Role/session -> arn:aws:iam::123:role/Role."""
+    """arn:<partition>:sts::123:assumed-role/Role/session -> arn:<partition>:iam::123:role/Role.
+    STS names the role without its path (an SSO role's is aws-reserved/sso.amazonaws.com/...)."""
     parts = arn.split(":")
     if len(parts) == 6 and parts[2] == "sts" and parts[5].startswith("assumed-role/"):
         role = parts[5].split("/")[1]
-        return f"arn:aws:iam::{parts[4]}:role/{role}"
+        return f"arn:{parts[1]}:iam::{parts[4]}:role/{role}"
+    return arn
+
+
+def iam_identity(arn: str) -> str:
+    """An IAM role or user ARN without its path (names are unique in an account whatever the
+    path, and STS's ARNs carry none): arn:aws:iam::123:role/aws-reserved/x/Name -> .../role/Name.
+    Any other ARN (an assumed-role session, say) is itself."""
+    parts = arn.split(":")
+    if len(parts) == 6 and parts[2] == "iam":
+        kind, _, rest = parts[5].partition("/")
+        if kind in ("role", "user") and rest:
+            return ":".join([*parts[:5], f"{kind}/{rest.rsplit('/', 1)[-1]}"])
     return arn

@@ -1,0 +1,134 @@
+"""The streaming entries: a second function per streaming route with function URLs that stream.
+
+API Gateway's HTTP API cannot stream and gives up after 30 s, so each function whose routes are
+`streaming` in citegate.routes (`/api/v2/query`, `/api/v1/agent/chats/{chat_id}/messages`) gets a
+twin here, from the same folder, grants and layers, that Lambda runs under the Lambda Web Adapter
+(its folder's run.sh: citegate.http.stream_app under uvicorn) with 15 minutes to answer:
+
+- the public URL (auth type NONE, `InvokeMode: RESPONSE_STREAM`) for pages, services and token or
+  JWT callers, anonymous public-read callers included: the app invokes the authorizer function
+  with the HTTP API's REQUEST event, as API Gateway does (so this function may invoke it, and
+  nothing of authentication is duplicated here: no secret, no OIDC settings, no JWT library);
+- the agents' URL (auth type AWS_IAM, on the alias `agents`): Lambda verifies the SigV4 signature
+  (service `lambda`) and hands the app the caller's IAM principal, as the agent API does.
+
+The HTTP API keeps its routes to the original function (JSON replies, and short streams as one
+body). docs/architecture.md ("Streaming in AWS") gives the reasons for this entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from aws_cdk import Annotations, CfnOutput, Duration, NestedStack, Stack
+from aws_cdk import aws_lambda as lambda_
+
+from citegate import resources, routes
+from constructs import Construct
+from infra.constructs.api import camel
+from infra.constructs.endpoint_function import (
+    FUNCTIONS_DIR,
+    EndpointFunction,
+    FunctionSpec,
+    spec_for,
+)
+
+MakeFunction = Callable[..., EndpointFunction]
+
+# Lambda's maximum: a multi-round query with a model summary, or a long chat turn, has room.
+STREAM_TIMEOUT_S = 900
+AGENTS_ALIAS = "agents"
+
+
+def streaming_functions() -> list[str]:
+    """The functions with a streaming route, in route order."""
+    return list(dict.fromkeys(route.function for route in routes.ROUTES if route.streaming))
+
+
+def stream_name(function: str) -> str:
+    return f"{function}_stream"
+
+
+def stream_spec(function: str) -> FunctionSpec:
+    """The route function's spec, with the stream entry, 15 minutes, and the authorizer to invoke."""
+    base = spec_for(function)
+    return dataclasses.replace(
+        base,
+        description=f"{base.description} [streaming entry: function URLs, Lambda Web Adapter]",
+        timeout_s=STREAM_TIMEOUT_S,
+        layers=tuple(dict.fromkeys((*base.layers, "stream"))),  # stream: uvicorn and the embedder
+        invokes=tuple(dict.fromkeys((*base.invokes, routes.AUTHORIZER_FUNCTION))),
+        entry="stream",
+    )
+
+
+def _stack_config(scope: Construct) -> object | None:
+    """The app's CitegateConfig (the top-level stack's `config`), seen from a nested stack."""
+    stack: Stack | None = Stack.of(scope)
+    while isinstance(stack, NestedStack):
+        stack = stack.nested_stack_parent
+    return getattr(stack, "config", None)
+
+
+class StreamingEntry(Construct):
+    """The streaming twin of one route function, with its two function URLs."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, function: str, make_function: MakeFunction
+    ) -> None:
+        super().__init__(scope, construct_id)
+        config = _stack_config(self)
+        self.function = make_function(
+            scope,
+            stream_name(function),
+            spec=stream_spec(function),
+            code_dir=FUNCTIONS_DIR / function,
+            environment={"CITEGATE_STREAM_FUNCTION": function},
+        )
+        origins = list(getattr(config, "page_origins", []) or [])
+        cors = (
+            lambda_.FunctionUrlCorsOptions(
+                allowed_origins=origins,
+                allowed_methods=[lambda_.HttpMethod.POST],
+                allowed_headers=list(resources.CORS.allow_headers),
+                exposed_headers=list(resources.CORS.expose_headers),
+                max_age=Duration.seconds(resources.CORS.max_age_seconds),
+            )
+            if origins
+            else None
+        )
+        # The public URL's permissions are on the function itself on purpose (it serves $LATEST);
+        # the agents' URL is on the alias, whose permission CDK adds to the alias.
+        Annotations.of(self.function.function).acknowledge_warning(
+            "@aws-cdk/aws-lambda:addPermissionsToVersionOrAlias",
+            "The public function URL targets the unqualified function; the alias has its own URL.",
+        )
+        self.public_url = self.function.function.add_function_url(
+            auth_type=lambda_.FunctionUrlAuthType.NONE,
+            invoke_mode=lambda_.InvokeMode.RESPONSE_STREAM,
+            cors=cors,
+        )
+        self.agents_alias = lambda_.Alias(
+            self, "AgentsAlias", alias_name=AGENTS_ALIAS, version=self.function.function.current_version
+        )
+        self.agents_url = self.agents_alias.add_function_url(
+            auth_type=lambda_.FunctionUrlAuthType.AWS_IAM,
+            invoke_mode=lambda_.InvokeMode.RESPONSE_STREAM,
+        )
+        top = Stack.of(self)
+        while isinstance(top, NestedStack):
+            top = top.nested_stack_parent  # type: ignore[assignment]
+        label = camel(function)
+        CfnOutput(
+            top,
+            f"{label}StreamUrl",
+            value=self.public_url.url,
+            description=f"Streaming entry of {function} (bearer token, JWT or anonymous; SSE as produced)",
+        )
+        CfnOutput(
+            top,
+            f"{label}AgentStreamUrl",
+            value=self.agents_url.url,
+            description=f"Streaming entry of {function} for agents (SigV4, service lambda)",
+        )

@@ -1,0 +1,54 @@
+"""Inline documents fit Lambda's 6 MB event (issue 20): the largest one the service takes, base64
+and all, makes an event Lambda accepts; anything larger is 413 `payload_too_large` naming the
+upload route; and the local gateway refuses an event Lambda would refuse, in the route's codes."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from starlette.testclient import TestClient
+
+from citegate.local.gateway import MAX_EVENT_BYTES
+from citegate.settings import get_settings
+
+LAMBDA_EVENT_LIMIT = 6_291_456  # Lambda's synchronous invocation payload
+
+
+def test_the_largest_inline_document_fits_a_lambda_event(client: TestClient, kb: str) -> None:
+    limit = get_settings().max_inline_document_bytes
+    assert MAX_EVENT_BYTES == LAMBDA_EVENT_LIMIT
+    # Base64 and the JSON around it, with room for headers and the request context.
+    body = json.dumps({"base64_file": base64.b64encode(bytes(limit)).decode(), "source_name": "a.png"})
+    assert len(body) + 64 * 1024 < LAMBDA_EVENT_LIMIT
+    png = b"\x89PNG\r\n\x1a\n" + bytes(limit - 8)
+    at_limit = client.post(
+        f"/v1/kb/{kb}/documents",
+        json={"base64_file": base64.b64encode(png).decode(), "source_name": "logo.png"},
+    )
+    # Past the size check and the event check: refused for what it is, not for its size.
+    assert at_limit.status_code == 415, at_limit.text
+
+
+def test_one_byte_more_is_413_pointing_at_the_upload_route(client: TestClient, kb: str) -> None:
+    limit = get_settings().max_inline_document_bytes
+    for body in (
+        {"base64_file": base64.b64encode(bytes(limit + 3)).decode(), "source_name": "a.pdf"},
+        {"text": "a" * (limit + 1), "source_name": "a.txt"},
+    ):
+        response = client.post(f"/v1/kb/{kb}/documents", json=body)
+        assert response.status_code == 413 and response.json()["error"] == "payload_too_large"
+        details = response.json()["details"]
+        assert details["limit"] == limit and details["upload_route"] == "POST /v1/kb/{kb_id}/uploads"
+        assert "uploads" in response.json()["message"]
+
+
+def test_the_local_gateway_refuses_an_event_lambda_would_refuse(client: TestClient, kb: str) -> None:
+    # Under the inline limit, but every quote is escaped twice on its way into the event.
+    text = '"' * (3 * 1024 * 1024)
+    response = client.post(f"/v1/kb/{kb}/documents", json={"text": text, "source_name": "q.txt"})
+    assert response.status_code == 413 and response.json()["error"] == "payload_too_large"
+    assert response.json()["details"]["limit"] == LAMBDA_EVENT_LIMIT
+    # In the route's own family: spec 001's upper-case codes.
+    chat = client.post("/api/v1/agent/chats/c1/messages", json={"content": '"' * (3 * 1024 * 1024)})
+    assert chat.status_code == 413 and chat.json()["error"] == "PAYLOAD_TOO_LARGE"
