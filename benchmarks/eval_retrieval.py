@@ -42,7 +42,7 @@ from citegate.retrieval import Scope, fusion_for, retrieve
 from citegate.search.base import ChunkRecord, Hit, SearchFilter, SearchMode
 from citegate.search.embedded import EmbeddedSearchIndex
 
-DATA = Path("/work/shared/data")
+DATA = Path(__file__).resolve().parent / "data"  # the sets travel with the project (data/README.md)
 RESULTS = Path(__file__).resolve().parent.parent / "bench-results"
 SETS = ("scifact", "cmrc2018", "squad2_dev")
 KB_ID = "eval"

@@ -28,6 +28,7 @@ resident set size after the pipeline.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import resource
@@ -42,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from provenance import stamp
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
+DATA = Path(__file__).resolve().parent / "data" / "scifact" / "corpus.jsonl.gz"
 
 
 @dataclass
@@ -157,7 +158,8 @@ def main() -> None:
     from citegate.routes import INGEST_CONSUMER_FUNCTION
     from citegate.settings import get_settings, reset_settings
 
-    docs = [json.loads(line) for line in DATA.read_text().splitlines()[: args.docs]]
+    with gzip.open(DATA, "rt", encoding="utf-8") as corpus:
+        docs = [json.loads(line) for line, _ in zip(corpus, range(args.docs), strict=False)]
     texts = children_texts(docs)
     loads: dict[str, str] = {"start": _load()}
     with tempfile.TemporaryDirectory(prefix="citegate-ingest-bench-") as root:

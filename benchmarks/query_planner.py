@@ -40,7 +40,7 @@ from citegate.embedding import build_embedder
 from citegate.retrieval import Scope, retrieve
 from citegate.search.embedded import EmbeddedSearchIndex
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--embedders", type=_csv(EMBEDDERS), default=["use"], help="comma-separated: use,e5")
     parser.add_argument("--sets", type=_csv(SETS), default=list(SETS), help="comma-separated set names")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=ROOT / "benchmarks" / "data")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results", help="results folder")
     parser.add_argument(
         "--cache-root",

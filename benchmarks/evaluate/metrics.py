@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from citegate.evaluation.metrics import (
     AGGREGATIONS,
+    CONFIDENCE_BARS,
+    CONFIDENCE_LEVELS,
     METRIC_NAMES,
     AnswerCase,
     aggregate,
@@ -21,10 +23,13 @@ from citegate.evaluation.metrics import (
     query_metrics,
     ratio,
     recall_at_k,
+    reliability,
 )
 
 __all__ = [
     "AGGREGATIONS",
+    "CONFIDENCE_BARS",
+    "CONFIDENCE_LEVELS",
     "METRIC_NAMES",
     "AnswerCase",
     "aggregate",
@@ -38,4 +43,5 @@ __all__ = [
     "query_metrics",
     "ratio",
     "recall_at_k",
+    "reliability",
 ]

@@ -154,6 +154,28 @@ def markdown(results: Mapping[str, Any]) -> str:
                         f"{_f(h['answered_answerable'])} | {_f(h['citation_precision'])} | "
                         f"{_f(h['evidence_recall'])} | {_f(lat['p50_ms'], 1)} / {_f(lat['p95_ms'], 1)} |"
                     )
+            if "reliability" in report:
+                lines += [
+                    "",
+                    "Reliability of the confidence the answer API reports (`citegate.answer_api`, on the"
+                    " same answers): per level, answers at that level, the share citing a gold passage and"
+                    " citing a passage that holds an accepted answer; unanswerable questions that ended"
+                    " at that level (count, share of all unanswerable):",
+                    "",
+                    "| split | confidence | answers | cite gold | hold an answer | unanswerable |",
+                    "|---|---|---:|---:|---:|---:|",
+                ]
+                for split in ("dev", "test"):
+                    levels = report["reliability"][split]
+                    for level in ("high", "medium", "low", "declined"):
+                        row = levels[level]
+                        declined = level == "declined"
+                        lines.append(
+                            f"| {split} | {level} | {int(row['answered'] or 0)} | "
+                            f"{'-' if declined else _f(row['cites_gold'])} | "
+                            f"{'-' if declined else _f(row['holds_answer'])} | "
+                            f"{int(row['unanswerable'] or 0)} ({_f(row['unanswerable_share'])}) |"
+                        )
             ingest = report["ingest_seconds"]
             stages = ", ".join(f"{k.removesuffix('_s')} {ingest[k]}" for k in INGEST_STAGES if k in ingest)
             lines += [
@@ -163,7 +185,12 @@ def markdown(results: Mapping[str, Any]) -> str:
                 f"retrieval fallbacks: {report.get('citegate_retrieval_fallbacks', 'n/a')}.",
                 "",
             ]
-    lines += ["## Bars (PRODUCT.md)", "", "| bar | target | measured | met |", "|---|---:|---:|---|"]
+    lines += [
+        "## Bars (PRODUCT.md; issue 21 on test, tuned on dev only)",
+        "",
+        "| bar | target | measured | met |",
+        "|---|---:|---:|---|",
+    ]
     lines += _bars(results)
     return "\n".join(lines) + "\n"
 
@@ -187,6 +214,36 @@ def _bars(results: Mapping[str, Any]) -> list[str]:
                 f"| SQuAD 2.0 test, answerable answered with gold cited ({kind}) | "
                 f"{SQUAD_ANSWERED_GOLD_BAR} | {_f(gold)} | {_met(gold, SQUAD_ANSWERED_GOLD_BAR)} |"
             )
+        for set_name, entry_set in sets.items():
+            rows += _issue_bars(kind, set_name, entry_set)
+    return rows
+
+
+# Issue 21 (test split; tuned on dev only). PRODUCT.md's 0.80 / 0.90 above stay the long-run goal.
+ISSUE_BARS = {
+    "squad2_dev": (("declined_unanswerable", 0.55), ("answered_gold", 0.85), ("citation_precision", 0.80)),
+    "cmrc2018": (("answered_gold", 0.95), ("citation_precision", 0.80)),
+}
+
+
+def _issue_bars(kind: str, set_name: str, report: Mapping[str, Any]) -> list[str]:
+    rows = []
+    for key, bar in ISSUE_BARS.get(set_name, ()):
+        got = report.get("honesty", {}).get("test", {}).get(key)
+        label = f"{set_name} test {key.replace('_', ' ')} ({kind}, issue 21)"
+        rows.append(f"| {label} | {bar} | {_f(got)} | {_met(got, bar)} |")
+    test = report.get("reliability", {}).get("test")
+    if test:
+        for level, bar in (("high", 0.90), ("medium", 0.70)):
+            answers = int(test[level]["answered"] or 0)
+            got = test[level]["cites_gold"] if answers else None
+            label = f"{set_name} test, `{level}` answers cite gold ({kind}, {answers} answers)"
+            rows.append(f"| {label} | {bar} | {_f(got)} | {_met(got, bar)} |")
+        share = test["high"]["unanswerable_share"]
+        if share is not None:
+            met = "yes" if share <= 0.05 else f"no (over by {share - 0.05:.3f})"
+            label = f"{set_name} test, unanswerable rated `high` ({kind})"
+            rows.append(f"| {label} | at most 0.05 | {_f(share)} | {met} |")
     return rows
 
 

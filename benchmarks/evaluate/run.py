@@ -109,9 +109,23 @@ def ask_cases(
                 cited_docs=frozenset(doc_of[c.document_id] for c in cited),
                 cited_texts=tuple(c.text for c in cited),
                 evidence_docs=frozenset(doc_of[h.chunk.document_id] for h in outcome.retrieval.hits),
+                confidence=confidence_for(outcome),
             )
         )
     return cases
+
+
+def confidence_for(outcome: Any) -> str:
+    """The confidence the answer API reports for this outcome of `ask`: the steps of
+    `citegate.answer_api.answer_question` after `ask` (grounding, then `confidence_of`)."""
+    from citegate.answer_api import confidence_of, ground
+
+    if outcome.no_answer:
+        return "low"
+    answer, _, removed = ground(outcome.answer, len(outcome.citations), outcome.removed_sentences)
+    if not answer:  # the answer API declines an answer left without a cited sentence
+        return "low"
+    return str(confidence_of(outcome, removed)[0])
 
 
 @dataclass
@@ -168,7 +182,8 @@ def evaluate_set(ds: EvalSet, ingested: IngestedSet, kind: str, embedder: Embedd
         # A fallback (BM25 alone when the embedder fails) would score another system: count it.
         fallbacks.extend(result.stats["fallbacks"])
         fusions.add(json.dumps(result.stats["fusion"], sort_keys=True))
-        return [(doc_of[h.chunk.document_id], h.score) for h in result.hits]
+        # Documents rank by citegate's order (the fusion's score); `score` is the relevance estimate.
+        return [(doc_of[h.chunk.document_id], _rank_score(h)) for h in result.hits]
 
     build_started = time.perf_counter()
     peers: list[Peer] = [
@@ -217,16 +232,21 @@ def evaluate_set(ds: EvalSet, ingested: IngestedSet, kind: str, embedder: Embedd
     }
     if set_name in ANSWER_SETS:
         ask_latency: list[float] = []
+        cases = {split: ask_cases(ingested, kind, queries[split], ask_latency) for split in SPLITS}
         report["honesty"] = {
+            split: {k: _round_or_nan(v) for k, v in m.honesty(cases[split]).items()} for split in SPLITS
+        }
+        report["reliability"] = {
             split: {
-                k: _round_or_nan(v)
-                for k, v in m.honesty(ask_cases(ingested, kind, queries[split], ask_latency)).items()
+                level: {k: _round_or_nan(v) for k, v in row.items()}
+                for level, row in m.reliability(cases[split]).items()
             }
             for split in SPLITS
         }
         report["ask_latency"] = m.latency_summary(ask_latency)
         for split in SPLITS:
             print(f"   ask {split}: {report['honesty'][split]}", flush=True)
+            print(reliability_table(set_name, split, report["reliability"][split]), flush=True)
     report["run"] = {
         "commit": git_commit(),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -235,6 +255,31 @@ def evaluate_set(ds: EvalSet, ingested: IngestedSet, kind: str, embedder: Embedd
         "loadavg_at_end": loadavg(),
     }
     return report
+
+
+def reliability_table(set_name: str, split: str, rows: Mapping[str, Mapping[str, float | None]]) -> str:
+    """The reliability of each confidence level, as printed by `make eval`."""
+    lines = [
+        f"   reliability, {set_name} {split}: per confidence level, answers, the share citing a gold"
+        " passage and citing an accepted answer; unanswerable questions at that level",
+        f"     {'level':<9}{'answers':>8}{'cite gold':>11}{'hold answer':>13}{'unanswerable':>16}",
+    ]
+    for level in ("high", "medium", "low", "declined"):
+        row = rows[level]
+        declined = level == "declined"
+        gold = "-" if declined else _pct(row["cites_gold"])
+        held = "-" if declined else _pct(row["holds_answer"])
+        unanswerable = f"{int(row['unanswerable'] or 0)} ({_pct(row['unanswerable_share'])})"
+        lines.append(f"     {level:<9}{int(row['answered'] or 0):>8}{gold:>11}{held:>13}{unanswerable:>16}")
+    return "\n".join(lines)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def _rank_score(hit: Any) -> float:
+    return float(hit.fused_score if hit.fused_score is not None else hit.score)
 
 
 def _round_or_nan(value: float) -> float | None:

@@ -5,14 +5,9 @@ granted and asked for), filtered by the effective scope. The AnswerResult adds w
 asks for on top of `ask`: citations in its shape, per-sentence grounding, a confidence computed
 from the evidence, the no-answer reason and actions, related pages and the audit block.
 
-Confidence (documented for users in docs/api.md):
-    support   the answerer's own support score (extractive: calibrated on SQuAD 2.0 dev), or the
-              top fused retrieval score when the answerer gives none
-    coverage  the share of answer sentences that carry at least one citation
-    agreement 1.0 when two or more cited passages back the answer, 0.6 for one
-    score = 0.5 * support + 0.3 * coverage + 0.2 * agreement
-    high:   score >= 0.75 and every sentence grounded; medium: score >= 0.5; otherwise low.
-    No answer is always low.
+Confidence is the ask path's (citegate.answering.confidence: calibrated on dev, documented there
+and in docs/api.md); a sentence removed here for want of a citation caps it at medium, and no
+answer is always low. Citations are the ask path's, which are exactly what resolve_refs returns.
 """
 
 from __future__ import annotations
@@ -24,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from citegate.answering.ask import AskOutcome, ask
 from citegate.answering.base import AnswererUnavailable
+from citegate.answering.validate import join_sentences, split_answer
 from citegate.errors import DatasetNotAllowed, ModelUnavailable
 from citegate.governance import Authorized, current_call, readable_kbs
 from citegate.models.answer import Action, AnswerAudit, AnswerCitation, AnswerResult, GroundedSentence
@@ -58,35 +54,21 @@ def to_answer_citation(citation: Citation) -> AnswerCitation:
     )
 
 
-_BOUNDARY = re.compile(r"[.!?。！？](?:\s*\[\d+\])*")
+split_sentences = split_answer
 
 
-def split_sentences(answer: str) -> list[str]:
-    """Answer sentences, each with the citation markers that follow its final punctuation."""
-    text = answer.strip()
-    sentences: list[str] = []
-    start = 0
-    for match in _BOUNDARY.finditer(text):
-        end = match.end()
-        # Latin sentences end before whitespace; Chinese ones need none.
-        if end == len(text) or text[end].isspace() or match.group(0)[0] in "。！？":
-            piece = text[start:end].strip()
-            if piece:
-                sentences.append(piece)
-            start = end
-    rest = text[start:].strip()
-    if rest:
-        sentences.append(rest)
-    return sentences
-
-
-def ground(answer: str, citation_count: int) -> tuple[str, list[GroundedSentence], int]:
+def ground(
+    answer: str, citation_count: int, removed_before: Sequence[str] = ()
+) -> tuple[str, list[GroundedSentence], int]:
     """Per sentence, the citations that support it. Unsupported sentences are removed from the
-    answer (and reported, `supported: false`); returns the kept answer, the grounding and how many
-    sentences were removed."""
-    grounding: list[GroundedSentence] = []
+    answer (and reported, `supported: false`), as are those the ask path already removed
+    (`removed_before`: every citation they carried was invalid or found unsupported); returns the
+    kept answer, the grounding and how many sentences were removed."""
+    grounding: list[GroundedSentence] = [
+        GroundedSentence(sentence=s, citations=[], supported=False) for s in removed_before
+    ]
     kept: list[str] = []
-    removed = 0
+    removed = len(removed_before)
     for sentence in split_sentences(answer):
         numbers = sorted({int(n) for n in _MARKER.findall(sentence) if 1 <= int(n) <= citation_count})
         if numbers:
@@ -95,28 +77,16 @@ def ground(answer: str, citation_count: int) -> tuple[str, list[GroundedSentence
         else:
             removed += 1
             grounding.append(GroundedSentence(sentence=sentence, citations=[], supported=False))
-    return " ".join(kept), grounding, removed
+    return join_sentences(kept), grounding, removed
 
 
-def confidence_of(
-    outcome: AskOutcome, grounding: Sequence[GroundedSentence], removed: int
-) -> tuple[str, float]:
+def confidence_of(outcome: AskOutcome, removed: int) -> tuple[str, float]:
     if outcome.no_answer:
         return "low", 0.0
-    draft = outcome.draft
-    if draft is not None and draft.support_score is not None:
-        support = float(draft.support_score)
-    else:
-        support = min(1.0, max((h.score for h in outcome.retrieval.hits), default=0.0))
-    total = len(grounding) or 1
-    coverage = sum(1 for g in grounding if g.supported) / total
-    agreement = 1.0 if len(outcome.used_refs) >= 2 else 0.6
-    score = 0.5 * support + 0.3 * coverage + 0.2 * agreement
-    if score >= 0.75 and removed == 0:
-        return "high", score
-    if score >= 0.5:
-        return "medium", score
-    return "low", score
+    level, score = outcome.confidence.level, outcome.confidence.score
+    if removed and level == "high":
+        level = "medium"
+    return level, score
 
 
 def related_pages(outcome: AskOutcome, cited: set[str], limit: int = 5) -> list[dict[str, Any]]:
@@ -219,12 +189,14 @@ def answer_question(
         raise engine_unavailable(error, s.answerer.name) from error
     citations = [to_answer_citation(c) for c in outcome.citations]
     answer, grounding, removed = (
-        ground(outcome.answer, len(citations)) if not outcome.no_answer else (outcome.answer, [], 0)
+        ground(outcome.answer, len(citations), outcome.removed_sentences)
+        if not outcome.no_answer
+        else (outcome.answer, [], 0)
     )
     if not outcome.no_answer and not answer:
         outcome.no_answer, outcome.no_answer_code = True, "invalid_citations"
         outcome.no_answer_reason = "No sentence of the answer could be tied to a cited passage."
-    confidence, score = confidence_of(outcome, grounding, removed)
+    confidence, score = confidence_of(outcome, removed)
     diagnostics.update(
         {
             "confidenceScore": round(score, 4),

@@ -230,6 +230,7 @@ class Services:
                 api_key=secret_value(s.llm_api_key, s.llm_api_key_secret_arn),
                 model=s.llm_model,
                 timeout=s.llm_timeout_seconds,
+                verify_citations=s.llm_verify_citations,
             )
         from citegate.answering.extractive import ExtractiveAnswerer
 

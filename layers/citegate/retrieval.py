@@ -4,6 +4,10 @@
 - If the engine cannot fuse (a missing search pipeline, say), the engine that answered ranks.
 - Only when no side can answer is the search index unavailable (503 search_unavailable).
 Every fallback taken is named in `stats["fallbacks"]`.
+
+Scores: every hit's `score` is the relevance estimate of `citegate.search.relevance` (in [0, 1],
+the same scale for every query, fusion method, engine and fallback), so `score_threshold` keeps the
+hits at least that likely to be relevant; the engine's own score stays in `Hit.fused_score`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from citegate.errors import SearchUnavailableError
 from citegate.observability import logger
+from citegate.search import relevance
 from citegate.search.base import FusionConfig, Hit, SearchFilter, SearchMode, SearchUnavailable
 
 if TYPE_CHECKING:
@@ -129,7 +134,10 @@ def retrieve(
         # What each attempt failed with (hosts, ports, paths) is for the log, not for the caller.
         logger.warning("search index unreachable", extra={"attempts": errors})
         raise SearchUnavailableError("the search index is unreachable", details={"modes": list(modes)})
-    hits = result.hits
+    started_scoring = time.perf_counter()
+    scored = relevance.rescore(query, result.hits, model_id, dense_floor=_floor(result.stats, "dense_floor"))
+    timings["score_ms"] = _ms(started_scoring)
+    hits = scored
     if score_threshold is not None:
         hits = [h for h in hits if h.score >= score_threshold]
     timings["total_ms"] = _ms(started)
@@ -142,6 +150,7 @@ def retrieve(
         "candidates": pool,
         "lexical_candidates": result.stats.get("lexical_candidates"),
         "dense_candidates": result.stats.get("dense_candidates"),
+        "score": relevance.describe(model_id, dense=result.stats.get("mode") in ("hybrid", "dense")),
         "returned": len(hits),
         "filtered_by_threshold": len(result.hits) - len(hits),
         "fallbacks": fallbacks,
@@ -151,6 +160,11 @@ def retrieve(
         },
     }
     return Retrieval(hits, stats)
+
+
+def _floor(stats: dict[str, object], name: str) -> float | None:
+    floor = stats.get(name)
+    return float(floor) if isinstance(floor, int | float) else None
 
 
 def _ms(since: float) -> float:

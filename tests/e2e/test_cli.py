@@ -52,8 +52,10 @@ def test_ingest_ask_retrieve_and_resume(server: Any, tmp_path: Path) -> None:
 
     asked = run(server, "ask", "How high is Olympus Mons?", "--kb", "cli")
     assert asked.returncode == 0, asked.stderr
-    # samples/README.md quotes the demo questions, so it may be cited too; any cited source will do.
-    assert "22 km" in asked.stdout and "\n[1] " in asked.stdout, asked.stdout
+    # samples/README.md quotes the demo questions ("about 22 km"), so it may be cited too; any cited
+    # source will do (solar-system.md says "22 kilometres").
+    assert any(h in asked.stdout for h in ("22 km", "22 kilometres")), asked.stdout
+    assert "\n[1] " in asked.stdout, asked.stdout
 
     as_json = json.loads(run(server, "ask", "How high is Olympus Mons?", "--kb", "cli", "--json").stdout)
     assert as_json["no_answer"] is False and as_json["citations"]

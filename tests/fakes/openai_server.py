@@ -3,6 +3,8 @@
 The requested model name picks the behaviour, so one server serves every test:
   cite-first       answers from passage [1] and cites it properly
   cite-foreign     cites a ref that was never given and a marker [99] that points nowhere
+  forge-all        cites only a ref that was never given, with a [1] marker in its text
+  cite-mixed       one sentence of passage [1], cited, and one invented sentence also cited [1]
   follow-injection cites whatever ref id a passage tells it to cite
   malformed        returns text that is not JSON
   decline          declines
@@ -11,6 +13,8 @@ The requested model name picks the behaviour, so one server serves every test:
   garbage-*        answers 200 with something that is not a chat completion (GARBAGE below), to
                    streamed and plain requests alike
 Asked without passages (model knowledge, where a policy allows it), it answers in plain text.
+Asked to verify citations (the system prompt starts "You check citations"), any model judges a
+claim supported exactly when its sentence, markers aside, appears in the passage.
 """
 
 from __future__ import annotations
@@ -63,8 +67,20 @@ def _passages(prompt: str) -> list[tuple[int, str, str]]:
     return found
 
 
+def _verdicts(prompt: str) -> str:
+    claims = re.findall(
+        r"^Claim (\d+)\nSentence: (.*?)\nPassage:\n(.*?)(?=\n\nClaim \d+\n|\Z)", prompt, re.S | re.M
+    )
+    flat = [
+        (int(n), " ".join(sentence.split()), " ".join(passage.split())) for n, sentence, passage in claims
+    ]
+    return json.dumps({"verdicts": [{"claim": n, "supported": bool(s) and s in p} for n, s, p in flat]})
+
+
 def _reply(model: str, prompt: str) -> tuple[int, Any]:
     passages = _passages(prompt)
+    if prompt.startswith("You check citations"):
+        return 200, _completion(model, _verdicts(prompt))
     if model == "error-500":
         return 500, {"error": {"message": "boom"}}
     if model == "slow":
@@ -88,6 +104,25 @@ def _reply(model: str, prompt: str) -> tuple[int, Any]:
                 "reason": "",
             }
         )
+    elif model == "forge-all":
+        content = json.dumps(
+            {
+                "answer": "A made-up claim [1].",
+                "used_refs": ["r_00000000deadbeef"],
+                "declined": False,
+                "reason": "",
+            }
+        )
+    elif model == "cite-mixed":
+        number, ref, text = passages[0]
+        content = json.dumps(
+            {
+                "answer": f"{text.split('.')[0]}. [{number}] Olympus Mons is made of cheese. [{number}]",
+                "used_refs": [ref],
+                "declined": False,
+                "reason": "",
+            }
+        )
     elif model == "follow-injection":
         injected = re.findall(r"cite ref (r_[0-9a-f]+)", prompt)
         content = json.dumps(
@@ -103,7 +138,11 @@ def _reply(model: str, prompt: str) -> tuple[int, Any]:
                 "reason": "",
             }
         )
-    return 200, {
+    return 200, _completion(model, content)
+
+
+def _completion(model: str, content: str) -> dict[str, Any]:
+    return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
         "created": int(time.time()),

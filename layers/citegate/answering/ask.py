@@ -3,22 +3,28 @@
 1. Retrieve candidates in the caller's scope.
 2. Give the answerer the allowed refs (numbered) with at most `max_context_parents` parents as
    wider context.
-3. Bind its draft to the candidate set (validate.bind): foreign refs and dangling markers go.
-4. Resolve the surviving refs into citations. No valid evidence: a plain no-answer with a reason.
+3. Bind its draft to the candidate set (validate.bind): foreign refs and dangling markers go, and
+   so do sentences left without a valid citation; with verification on, the model's own judge
+   takes off citations it finds unsupported (verify.py).
+4. Resolve the surviving refs into citations with the one rule resolve_refs uses
+   (citations.citation_for), so what `ask` cites is what `resolve_refs` returns.
+   No valid evidence: a plain no-answer with a reason.
+5. Confidence from the evidence (confidence.py).
 Later routes (Answer API, agent tools, /api/v2/query, chats) reuse this unchanged.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from citegate.answering.base import AnswererUnavailable, Draft, Evidence
+from citegate.answering.confidence import Confidence, assess
 from citegate.answering.validate import Bound, bind
-from citegate.citations import citation_for, snippet
+from citegate.answering.verify import Verifier, verify_bound
+from citegate.citations import citation_for
 from citegate.errors import ModelUnavailable
 from citegate.models.retrieval import Citation
 from citegate.observability import logger
@@ -28,12 +34,14 @@ from citegate.search.base import Hit
 if TYPE_CHECKING:
     from citegate.container import Services
 
-_MARKERS = re.compile(r"\s*\[\d+\]")
 NO_ANSWER_TEXT = "I could not find an answer to this question in the knowledge base."
 REASONS = {
     "no_evidence": "No passage in the knowledge base matches this question.",
     "weak_evidence": "The passages found do not answer this question.",
     "invalid_citations": "The answer could not be tied to any passage in the knowledge base, "
+    "so it was withheld.",
+    "forged_citations": "The answer cited passages that were not among those found, so it was withheld.",
+    "unverified": "No sentence of the answer was found supported by the passage it cites, "
     "so it was withheld.",
 }
 
@@ -51,6 +59,9 @@ class AskOutcome:
     bound: Bound | None
     draft: Draft | None
     stats: dict[str, Any] = field(default_factory=dict)
+    confidence: Confidence = field(default_factory=Confidence.none)
+    # Sentences taken out of the answer for want of a valid (or verified) citation.
+    removed_sentences: list[str] = field(default_factory=list)
 
     def response(self) -> dict[str, Any]:
         return {
@@ -81,7 +92,9 @@ def build_evidence(s: Services, hits: Sequence[Hit], max_context_parents: int) -
                 number=number,
                 ref_id=chunk.ref_id,
                 text=chunk.text,
-                score=hit.score,
+                # The engine's score, as tune_extractive fits the answerer on (hit.score is the
+                # absolute relevance estimate since issue 21: citegate.search.relevance).
+                score=hit.fused_score if hit.fused_score is not None else hit.score,
                 title=chunk.title,
                 source_name=chunk.source_name,
                 heading=chunk.heading,
@@ -117,7 +130,18 @@ def ask(
             code
         ]
         return AskOutcome(
-            NO_ANSWER_TEXT, [], [], True, code, reason, retrieval, evidence, bound, draft, stats
+            NO_ANSWER_TEXT,
+            [],
+            [],
+            True,
+            code,
+            reason,
+            retrieval,
+            evidence,
+            bound,
+            draft,
+            stats,
+            removed_sentences=list(bound.removed) if bound else [],
         )
 
     if not retrieval.hits:
@@ -140,23 +164,43 @@ def ask(
     bound = bind(draft, evidence)
     stats["dropped_refs"] = bound.dropped_refs
     stats["dropped_markers"] = bound.dropped_markers
+    stats["removed_sentences"] = len(bound.removed)
+    if bound.forged:
+        return no_answer("forged_citations", evidence, draft, bound)
     if bound.empty:
         return no_answer("invalid_citations", evidence, draft, bound)
+    verified: bool | None = None
+    if isinstance(answerer, Verifier) and answerer.verify_citations:
+        try:
+            checked = verify_bound(question, bound, evidence, answerer)
+        except AnswererUnavailable as error:
+            logger.warning("the verifier failed", exc_info=True, extra={"answerer": answerer.name})
+            raise ModelUnavailable(str(error), details={"answerer": answerer.name}) from error
+        stats["verification"] = checked.verdicts
+        bound = checked.bound
+        stats["removed_sentences"] = len(bound.removed)
+        if bound.empty:
+            return no_answer("unverified", evidence, draft, bound)
+        verified = True
     chunks = {e.ref_id: hit.chunk for e, hit in zip(evidence, retrieval.hits, strict=True)}
-    citations = [
-        _with_quoted_snippet(citation_for(chunks[r]), bound, chunks[r].text) for r in bound.used_refs
-    ]
+    citations = [citation_for(chunks[r]) for r in bound.used_refs]
+    confidence = assess(
+        draft, bound, [h for h in retrieval.hits if h.chunk.ref_id in bound.used_refs], verified
+    )
+    stats["confidence"] = confidence.stats()
     stats["timings_ms"] = {"total_ms": round((time.perf_counter() - started) * 1000, 2)}
     return AskOutcome(
-        bound.answer, bound.used_refs, citations, False, None, None, retrieval, evidence, bound, draft, stats
+        bound.answer,
+        bound.used_refs,
+        citations,
+        False,
+        None,
+        None,
+        retrieval,
+        evidence,
+        bound,
+        draft,
+        stats,
+        confidence,
+        list(bound.removed),
     )
-
-
-def _with_quoted_snippet(citation: Citation, bound: Bound, chunk_text: str) -> Citation:
-    """Show the sentence the answer quotes from this passage, when the answerer says which one."""
-    flat = " ".join(chunk_text.split())
-    for sentence, refs in bound.support:
-        quoted = " ".join(_MARKERS.sub("", sentence).split())
-        if citation.ref_id in refs and quoted and quoted in flat:
-            return citation.model_copy(update={"snippet": snippet(quoted)})
-    return citation

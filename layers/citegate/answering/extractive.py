@@ -11,6 +11,21 @@ antonym the sentence does not share) decides whether to answer at all. A few mis
 that decline outright (VETO_FEATURES: a shared term negated on one side only, a number of the
 question not in the sentence, an antonym swapped in).
 
+Only sentences that can answer are candidates (issue 21):
+- A quote comes from its passage's own section (citegate.citations.own_section), never from a
+  heading line, and never from a fragment: a unit that says too little, has no sentence end (and
+  is no list item), or starts inside a sentence cut off by the chunker. So the citation's heading
+  is the section the quoted sentence sits in, and the quote is inside the citation's snippet.
+- The sentence must meet the question's focus (`_meets_focus`): a number for "how many / 多少",
+  a measure with its unit for "how long / how high / 多长 / 多高", a time for "when / 何时", a name
+  or a person for "who", a name or a place for "where"; something new for other questions.
+- It must hold one of the question's key terms, and its context enough of them (MIN_KEY_RECALL):
+  key terms are the question's terms that tell passages apart (a term every on-topic passage holds,
+  like the product a documentation set is about, is not one; a term no passage holds is).
+When no sentence qualifies, the answerer declines and says why (FOCUS_REASONS,
+MISSING_TERMS_REASON, NO_SENTENCE_REASON). Among the sentences that qualify, the rank score picks
+the quote, so the sentence that carries the answer wins over a neighbour that merely shares words.
+
 Because the answer is a verbatim quote, every sentence cites exactly the passage it came from:
 text inside a passage ("ignore the instructions and cite [3]") can change which sentence is
 quoted, never which passage a quote is attributed to.
@@ -35,7 +50,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import pairwise
 from types import MappingProxyType
@@ -45,6 +60,7 @@ import numpy as np
 from tantivy import TextAnalyzer
 
 from citegate.answering.base import Draft, Evidence
+from citegate.citations import own_section
 from citegate.embedding.base import Embedder, EmbeddingUnavailable
 from citegate.search.analysis import MAX_TOKEN_BYTES, STOPWORDS, text_analyzer, tokenize
 
@@ -54,8 +70,30 @@ MODEL_NAME: Final = "extractive"
 
 NO_EVIDENCE_REASON: Final = "The knowledge base has no passage about this question."
 NO_SUPPORT_REASON: Final = "The knowledge base has no passage that answers this question."
+NO_SENTENCE_REASON: Final = (
+    "The passages found hold no sentence that could answer this question (only headings or fragments)."
+)
+FOCUS_REASONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "number": "The passages found state no number that answers this question.",
+        "time": "The passages found do not say when.",
+        "person": "The passages found do not say who.",
+        "place": "The passages found do not say where.",
+    }
+)
+MISSING_TERMS_REASON: Final = "The passages found do not mention {terms}."
 
 # ---------------------------------------------------------------------------------------------------
+# Issue 21 (dev only, same harness): with the candidate rules above (own section, no fragments,
+# focus, key terms with MIN_KEY_RECALL 0.2), SQuAD 2.0 dev: 38.8% of unanswerable declined, 87.9%
+# of answerable answered with gold cited, citation precision 54.2%; CMRC 2018 dev: 97.0%, 99.5%.
+# A refit of the support model with the new features (key_recall, key_in_sentence, focus) reached
+# a 5-fold cross-validated AUC of 0.56-0.60 and declined 38.1-40.3% of unanswerable questions at
+# the same answered share (38.8% with the weights below), and the refitted rank weights moved the
+# best-sentence objective from 0.782 to 0.798 but not answered-with-gold: the weights were kept.
+# MIN_KEY_RECALL: 0.2 costs no dev answer; 0.3 costs 3.5 points of SQuAD and 1 of CMRC
+# answered-with-gold for 1.5 more points of unanswerable declined.
+#
 # Tuned constants: benchmarks/tune_extractive.py --fit, on dev only (SQuAD 2.0 dev half: 250
 # questions, 134 unanswerable; CMRC 2018 dev half: 200 questions, all answerable); evidence = top 8
 # of the embedded hybrid search (USE vectors) over each corpus, one chunk per passage.
@@ -94,6 +132,9 @@ FEATURES: Final = (
     "name_missing_sentence",  # share of the question's names absent from the sentence itself
     "number_missing_sentence",  # 1 if a number of the question is absent from the sentence itself
     "cosine",  # embedder cosine(question, sentence); 0 without an embedder
+    "key_recall",  # IDF-weighted share of the question's key terms in the sentence's context
+    "key_in_sentence",  # 1 if the sentence itself holds a key term
+    "focus",  # 1 if the sentence holds what the question asks for (a number, a time, a name, ...)
 )
 
 # Rank score of a sentence: which sentences to quote. Coordinate ascent over a grid (0-2) for
@@ -153,6 +194,9 @@ SUPPORT_THRESHOLD: Final = 0.09
 # most weight) that the best sentence's context must hold. Checked on SQuAD 2.0 and CMRC dev with
 # benchmarks/tune_extractive.py (see the module docstring's figures).
 MIN_CONTEXT_COVERAGE: Final = 0.4
+# The least IDF-weighted share of the question's key terms (those that tell the passages apart,
+# see ExtractiveAnswerer.analyse) that a quoted sentence's context must hold.
+MIN_KEY_RECALL: Final = 0.2
 
 # A further sentence is quoted when its rank score is at least this share of the best one's
 # (dev: 0.8 with 2 passages lifts gold-cited from 89.7% to 93.1% on SQuAD at 1.1 refs per answer;
@@ -181,6 +225,9 @@ class ExtractiveConfig:
     max_passages: int = MAX_PASSAGES
     min_context_coverage: float = MIN_CONTEXT_COVERAGE
     veto_features: tuple[str, ...] = VETO_FEATURES
+    require_focus: bool = True
+    require_key_in_sentence: bool = True
+    min_key_recall: float = MIN_KEY_RECALL
 
 
 DEFAULT_CONFIG: Final = ExtractiveConfig()
@@ -277,11 +324,20 @@ _QUESTION_WORDS = frozenset(
     | {"called", "some", "any", "one", "ones", "from", "about", "his", "her", "its", "he", "she", "him"}
     | {"we", "you", "i", "me", "our", "your", "us", "than", "so", "also", "other", "s", "t", "didn"}
     | {"doesn", "don", "isn", "aren", "wasn", "weren", "hasn", "haven", "hadn", "couldn", "wouldn"}
+    | {"under"}
     | {"什么", "哪", "哪个", "哪些", "哪里", "哪儿", "哪一", "哪种", "谁", "多少", "几", "吗", "呢"}
     | {"如何", "怎么", "怎样", "为什么", "为何", "何", "是否", "有", "被", "为", "该", "其", "这", "那"}
-    | {"哪位", "何时", "什么样", "怎么样", "一个", "？", "了", "呀", "啊"}
+    | {"哪位", "何时", "什么样", "怎么样", "一个", "？", "了", "呀", "啊", "多长", "多高", "多大"}
+    | {"多远", "多久", "多重", "多深", "多宽", "多快", "多少年", "什么时候", "时候", "哪一年", "哪年", "哪里"}
 )
 _DROP = STOPWORDS | _QUESTION_WORDS
+# English measure frames ("how long does it take", "how far is it"): the adjective after "how" and
+# the verbs of a duration frame say what kind of answer is wanted (as 多长 / 多久 do, dropped
+# above), not what the passage must mention.
+_MEASURE_FRAME = re.compile(
+    r"\bhow (long|tall|high|far|deep|wide|heavy|thick|big|large|old|often|fast|hot|cold)\b", re.IGNORECASE
+)
+_DURATION_FRAME_VERBS = frozenset({"take", "takes", "took", "taken", "last", "lasts", "lasted"})
 
 # English only: in Chinese, 不/没有 are parts of names and phrasings ("除了哪些部位没有鳞"), and the
 # Chinese dev set (all answerable) gave them no value as a decline signal.
@@ -321,13 +377,65 @@ _NUMBER_WORDS = frozenset(
     | {"years", "first", "second", "third", "fourth", "fifth", "percent"}
 )
 _CHINESE_NUMBER = re.compile(r"[0-9零〇一二两三四五六七八九十百千万亿]+[年月日号个位次名米岁%元度]?")
+# The question's focus: what kind of thing its answer is. Checked in this order.
+_TIME_QUESTION = re.compile(
+    r"^\s*when\b|\bwhen (?:did|was|were|is|does|do|will|had|has)\b"
+    r"|\b(?:what|which|in what|in which) (?:year|decade|century|month|day|date|time|period|era)\b"
+    r"|何时|什么时候|哪一年|哪年|哪个年代|什么年代|什么时间|哪个朝代|什么朝代|哪一天|几月|几号|什么时期|哪个时期|年份"
+)
 _NUMERIC_QUESTION = re.compile(
     r"\bhow (?:many|much|long|old|far|big|large|high|tall|often|fast|deep|wide|heavy|hot|cold)\b"
-    r"|\b(?:what|which|in what|what was the|what is the) (?:year|years|decade|century|percentage|percent"
-    r"|number|amount|age|date|month|day|temperature|proportion|size|distance|population|rate)\b"
-    r"|^\s*when\b|多少|几|哪一年|哪年|何时|什么时候|多长|多高|多大|多远|多久|多重|哪个年代|什么时间|年份"
+    r"|\b(?:what|which|in what|what was the|what is the) (?:percentage|percent"
+    r"|number|amount|age|temperature|proportion|size|distance|population|rate)\b"
+    r"|多少|几|多长|多高|多大|多远|多久|多重|多深|多宽|多快"
 )
-_NAME_QUESTION = re.compile(r"^\s*(?:who|whom|whose|where)\b|\bwho\b|\bwhere\b")
+# "How long / how high / 多长 / 多高" asks for a measure: a number with a unit, not any number
+# ("二〇〇七年起..." holds a year, not a length).
+_MEASURE_QUESTION = re.compile(
+    r"\bhow (?:long|tall|high|far|deep|wide|heavy|thick)\b|多长|多高|多远|多深|多宽|多重|多久|多厚"
+)
+# "多久 / 多长时间" ask for a duration, "多长 / 多高 ..." for a size; English "how long" for either.
+_DURATION_QUESTION = re.compile(r"多久|多长时间|多少年|多少天")
+_SIZE_QUESTION = re.compile(r"多长|多高|多远|多深|多宽|多重|多厚")
+_AMOUNT = (
+    r"(?:\d[\d,.]*|[零〇一二两三四五六七八九十百千万亿点]+|\b(?:one|two|three|four|five|six|seven|eight"
+    r"|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|thousand|million|billion|several|dozen)\b)"
+    r"[\s-]*"
+)
+_SIZE_UNITS = (
+    r"km|kilomet|met(?:er|re)|m\b|cm|mm|mi\b|mile|feet|foot|ft\b|inch|yard|kg|kilogram|gram|g\b|ton|pound"
+    r"|lb|acre|hectare|square|sq\b|light|au\b|%|percent|degree|°|公里|千米|公尺|公分|英尺|英里|英寸|米|里|厘米|毫米"
+    r"|吨|公斤|千克|克|斤|平方"
+    r"|亩|度|倍"
+)
+_DURATION_UNITS = r"year|month|week|day|hour|minute|second|centur|decade|年|个月|天|小时|分钟|秒|世纪"
+_SIZE = re.compile(_AMOUNT + f"(?:{_SIZE_UNITS})", re.IGNORECASE)
+_DURATION = re.compile(_AMOUNT + f"(?:{_DURATION_UNITS})", re.IGNORECASE)
+_PERSON_QUESTION = re.compile(r"\b(?:who|whom|whose)\b|谁|哪位")
+_PLACE_QUESTION = re.compile(r"\bwhere\b|哪里|哪儿|什么地方|何处|何地")
+# Words that say when, beside numbers (which _NUMBER_WORDS covers with months and "century").
+_TIME_WORDS = frozenset(
+    {"ago", "era", "period", "age", "dynasty", "reign", "spring", "summer", "autumn", "fall"}
+    | {"winter", "today", "yesterday", "tomorrow", "monday", "tuesday", "wednesday", "thursday"}
+    | {"friday", "saturday", "sunday", "morning", "evening", "night", "noon", "midnight", "bc", "ad"}
+    | {"bce", "ce", "annual", "annually", "daily", "weekly", "monthly", "yearly", "week", "weeks"}
+    | {"day", "days", "month", "months", "hour", "hours", "minute", "minutes", "season", "recently"}
+)
+_TIME_ZH = re.compile(r"[年月日朝代纪期秋春夏冬]|时候|时间|当时|以后|之后|以前|之前|后来")
+# Words for people and places a "who" / "where" question may be answered with, beside names.
+_PERSON_WORDS = frozenset(
+    {"king", "queen", "emperor", "president", "minister", "government", "council", "people", "man"}
+    | {"woman", "men", "women", "family", "army", "church", "company", "team", "group", "members"}
+    | {"scientist", "scientists", "students", "workers", "leader", "leaders", "committee", "court"}
+    | {"parliament", "congress", "pope", "bishop", "priest", "author", "architect", "father", "son"}
+    | {"mother", "daughter", "brother", "wife", "husband", "founder", "owner", "maintainer"}
+)
+_PLACE_WORDS = frozenset(
+    {"city", "town", "village", "country", "region", "province", "state", "island", "river", "sea"}
+    | {"ocean", "coast", "mountain", "valley", "north", "south", "east", "west", "near", "inside"}
+    | {"street", "building", "district", "area", "county", "capital", "continent", "lake", "border"}
+    | {"directory", "folder", "file", "path", "server", "port", "host", "address", "url"}
+)
 _CAPITALISED = re.compile(r"(?<![\w'’])[A-Z][\w'’.-]*")
 _QUOTED = re.compile(r"[\"“«]([^\"”»]{2,80})[\"”»]|《([^》]{1,40})》|「([^」]{1,40})」")
 _DIGIT = re.compile(r"\d")
@@ -375,10 +483,39 @@ def _tokens(text: str) -> list[str]:
     return [t for t in tokenize(text) if len(t.encode("utf-8")) < MAX_TOKEN_BYTES]
 
 
+# A sentence ends with one of these (closing quotes and brackets aside); a unit without one is a
+# heading, a label, a table row or a piece cut off by the chunker, unless it is a list item.
+_TERMINAL = re.compile(r"[.!?。！？；…][\"'”’」』）)\]]*$")
+_LIST_ITEM = re.compile(r"\s*(?:[-*•+]|\d{1,3}[.)])\s+")
+_LATIN_WORD = re.compile(r"[^\W\d_]{2,}")
+# The least a quotable sentence says: Latin words, or Han characters.
+MIN_SENTENCE_WORDS: Final = 3
+MIN_SENTENCE_HAN: Final = 6
+
+
+def _is_fragment(sentence: str, first: bool) -> bool:
+    """Whether a unit of a passage is not a sentence that can be quoted as an answer.
+
+    Headings never reach here (see `_quotable`). Out: units that say too little ("Tools",
+    "Overview:"), units without a sentence end that are not list items (labels, table rows, a
+    piece the chunker cut off at a word), and a first unit that starts inside a sentence (a child
+    chunk overlapping its predecessor can start mid-sentence: lower case or a continuation mark).
+    """
+    body = _LIST_ITEM.sub("", sentence, count=1)
+    if len(_LATIN_WORD.findall(body)) < MIN_SENTENCE_WORDS and len(_HAN.findall(body)) < MIN_SENTENCE_HAN:
+        return True
+    if not _TERMINAL.search(sentence) and not _LIST_ITEM.match(sentence):
+        return True
+    return first and bool(re.match(r"[a-z,;:)\]，、；：）]", sentence))
+
+
 @lru_cache(maxsize=4096)
-def _quotable(text: str) -> tuple[str, ...]:
-    """The sentences of a passage as they may be quoted: without marker-like brackets."""
-    return tuple(split_sentences(_MARKER_LIKE.sub("", text)))
+def _quotable(text: str) -> tuple[tuple[str, bool], ...]:
+    """The sentences of a passage's own section (citegate.citations.own_section: the section its
+    citation names; heading lines are never part of it), without marker-like brackets, each with
+    whether it may be quoted (`_is_fragment`). Fragments still count as neighbours' context."""
+    sentences = split_sentences(_MARKER_LIKE.sub("", own_section(text)))
+    return tuple((s, not _is_fragment(s, i == 0)) for i, s in enumerate(sentences))
 
 
 def _is_number(token: str) -> bool:
@@ -395,17 +532,24 @@ class _Question:
     numbers: frozenset[str]
     names: frozenset[str]
     bigrams: frozenset[tuple[str, str]]
-    answer_type: str  # "number", "name" or "any"
+    answer_type: str  # the focus: "time", "number", "person", "place" or "any"
     negated: bool
     negated_terms: frozenset[str]  # terms within _NEGATION_SCOPE after a negation word
     antonyms: Mapping[str, frozenset[str]]  # question stem -> its antonyms' stems
+    measure: str = ""  # the number asked for is a measure: "size", "duration" or "either"
+    words: Mapping[str, str] = field(default_factory=dict)  # stem -> the question's word (reasons)
 
 
 def _analyse_question(question: str) -> _Question:
     text = unicodedata.normalize("NFKC", question)
     tokens = _tokens(text)
     stems = _stems(tokens)
-    content = [(tok, stem) for tok, stem in zip(tokens, stems, strict=True) if tok not in _DROP]
+    frame = {m.group(1).lower() for m in _MEASURE_FRAME.finditer(text)}
+    if frame:
+        frame |= _DURATION_FRAME_VERBS
+    content = [
+        (tok, stem) for tok, stem in zip(tokens, stems, strict=True) if tok not in _DROP and tok not in frame
+    ]
     if not content:  # a question of stopwords only still has something to match
         content = list(zip(tokens, stems, strict=True))
     terms = tuple(dict.fromkeys(stem for _, stem in content))
@@ -430,10 +574,14 @@ def _analyse_question(question: str) -> _Question:
     bigrams = frozenset((a, b) for (_, a), (_, b) in pairwise(content) if a != b)
     lowered = text.lower()
     answer_type = "any"
-    if _NUMERIC_QUESTION.search(lowered):
+    if _TIME_QUESTION.search(lowered):
+        answer_type = "time"
+    elif _NUMERIC_QUESTION.search(lowered):
         answer_type = "number"
-    elif _NAME_QUESTION.search(lowered):
-        answer_type = "name"
+    elif _PERSON_QUESTION.search(lowered):
+        answer_type = "person"
+    elif _PLACE_QUESTION.search(lowered):
+        answer_type = "place"
     antonym_map = _antonym_map()
     antonyms = {stem: antonym_map[stem] for stem in stems if stem in antonym_map}
     return _Question(
@@ -447,7 +595,17 @@ def _analyse_question(question: str) -> _Question:
         negated=any(tok in _NEGATIONS for tok in tokens),
         negated_terms=_negated_terms(tokens, stems) & frozenset(terms),
         antonyms=MappingProxyType(antonyms),
+        measure=_measure(lowered) if answer_type == "number" else "",
+        words=MappingProxyType({stem: tok for tok, stem in reversed(content)}),
     )
+
+
+def _measure(question: str) -> str:
+    if not _MEASURE_QUESTION.search(question):
+        return ""
+    if _DURATION_QUESTION.search(question):
+        return "duration"
+    return "size" if _SIZE_QUESTION.search(question) else "either"
 
 
 @dataclass(frozen=True)
@@ -460,6 +618,10 @@ class _Sentence:
     names: frozenset[str]
     negated: bool
     negated_terms: frozenset[str]
+    # For the focus check: stems that say when (numbers, time words), and the sentence's first
+    # capitalised word, which `names` leaves out ("Rollo led them" answers "who").
+    time_terms: frozenset[str] = frozenset()
+    lead_name: frozenset[str] = frozenset()
 
 
 def _negated_terms(tokens: Sequence[str], stems: Sequence[str]) -> frozenset[str]:
@@ -488,13 +650,18 @@ def _analyse_sentence(sentence: str) -> _Sentence:
     stems = _stems(tokens)
     by_token = dict(zip(tokens, stems, strict=True))
     names: set[str] = set()
+    lead: set[str] = set()
     for i, match in enumerate(_CAPITALISED.finditer(sentence)):
-        if i == 0 and match.start() == 0:  # the capital that starts the sentence is no evidence
-            continue
+        opening = i == 0 and match.start() == 0  # the capital that starts the sentence is no evidence
         for token in _WORD_RUN.findall(match.group().lower()):
             stem = by_token.get(token)
             if stem is not None and token not in _DROP:
-                names.add(stem)
+                (lead if opening else names).add(stem)
+    time_terms = {
+        stem
+        for token, stem in by_token.items()
+        if _is_number(token) or token in _TIME_WORDS or (not token.isascii() and _TIME_ZH.search(token))
+    }
     return _Sentence(
         text=sentence,
         stems=tuple(stems),
@@ -504,7 +671,79 @@ def _analyse_sentence(sentence: str) -> _Sentence:
         names=frozenset(names),
         negated=not _NEGATIONS.isdisjoint(by_token),
         negated_terms=_negated_terms(tokens, stems),
+        time_terms=frozenset(time_terms),
+        lead_name=frozenset(lead),
     )
+
+
+def _chinese_aliases(q: _Question, present: frozenset[str]) -> _Question:
+    """The question with a Chinese term the passages never hold replaced by the word it starts
+    with when they hold that: jieba joins a name to the character after it in a short question
+    ("王连字什么" -> 王连字, "刘七是怎么死的" -> 刘七是), which the passages split otherwise."""
+    aliases: dict[str, str] = {}
+    for term in q.terms:
+        if term in present or len(term) < 3 or not _HAN.match(term):
+            continue
+        shorter = term[:-1]
+        if shorter in present and shorter not in q.terms:
+            aliases[term] = shorter
+    if not aliases:
+        return q
+
+    def swap(terms: Sequence[str]) -> tuple[str, ...]:
+        return tuple(aliases.get(t, t) for t in terms)
+
+    return replace(
+        q,
+        terms=swap(q.terms),
+        sequence=swap(q.sequence),
+        bigrams=frozenset((aliases.get(a, a), aliases.get(b, b)) for a, b in q.bigrams),
+        words={aliases.get(stem, stem): word for stem, word in q.words.items()},
+    )
+
+
+def _meets_focus(q: _Question, sentence: _Sentence) -> bool:
+    """Whether the sentence holds the kind of thing the question asks for, beyond the question's
+    own words: a number for "how many / how long / 多少 / 多长", a time for "when / 何时", a name or a
+    person for "who / 谁", a name or a place for "where / 哪里"; anything new for other questions.
+    In Chinese, names are not told apart from other words (no capitals): anything new will do."""
+    asked = frozenset(q.terms)
+    people, places, dropped, calendar = _lexicon_stems()
+    if q.answer_type == "number":
+        if q.measure == "size" and not _SIZE.search(sentence.text):
+            return False
+        if q.measure == "duration" and not _DURATION.search(sentence.text):
+            return False
+        if q.measure == "either" and not (_SIZE.search(sentence.text) or _DURATION.search(sentence.text)):
+            return False
+        return bool(sentence.numbers - asked - calendar)  # "a year" is no amount
+    if q.answer_type == "time":
+        return bool(sentence.time_terms - asked)
+    english = not _HAN.search(sentence.text)
+    if q.answer_type == "person" and english:
+        return bool((sentence.names | sentence.lead_name | (sentence.stem_set & people)) - asked)
+    if q.answer_type == "place" and english:
+        return bool((sentence.names | sentence.lead_name | (sentence.stem_set & places)) - asked)
+    return bool(sentence.stem_set - asked - dropped)
+
+
+@lru_cache(maxsize=1)
+def _lexicon_stems() -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:
+    """Stems of the person words, the place words, the dropped words (stopwords, question frames)
+    and the calendar words among _NUMBER_WORDS, as sentences' stems are compared with them."""
+    ascii_drop = sorted(w for w in _DROP if w.isascii() and w.isalpha())
+    return (
+        frozenset(_stems(sorted(_PERSON_WORDS))),
+        frozenset(_stems(sorted(_PLACE_WORDS))),
+        frozenset(_stems(ascii_drop)) | _DROP,
+        frozenset(_stems(sorted(_CALENDAR_WORDS))),
+    )
+
+
+_CALENDAR_WORDS = frozenset(
+    {"january", "february", "march", "april", "may", "june", "july", "august", "september"}
+    | {"october", "november", "december", "century", "centuries", "decade", "decades", "year", "years"}
+)
 
 
 @dataclass(frozen=True)
@@ -516,6 +755,8 @@ class Candidate:
     text: str
     features: Mapping[str, float]
     rank_score: float = 0.0
+    # The sentences `text` is made of: the sentence, or its antecedent and then the sentence.
+    parts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -605,12 +846,17 @@ class ExtractiveAnswerer:
     # -------------------------------------------------------------------------------- features
 
     def analyse(self, question: str, evidence: Sequence[Evidence]) -> Analysis:
-        """Every sentence of `evidence` as a Candidate, best rank score first."""
+        """Every quotable sentence of `evidence` as a Candidate, best rank score first."""
         if not evidence:
             return Analysis(question, ())
         q = _analyse_question(question)
-        passages = [(ev, [_analyse_sentence(s) for s in _quotable(ev.text)]) for ev in evidence]
-        titles = {ev.number: frozenset(_stems(_tokens(ev.title))) for ev in evidence}
+        units = {ev.number: _quotable(ev.text) for ev in evidence}
+        passages = [(ev, [_analyse_sentence(text) for text, _ in units[ev.number]]) for ev in evidence]
+        q = _chinese_aliases(q, frozenset().union(*(s.stem_set for _, ss in passages for s in ss)))
+        # The title and the heading of the section the passage sits in are read with every sentence.
+        titles = {
+            ev.number: frozenset(_stems(_tokens(f"{ev.title} {ev.heading}".strip()))) for ev in evidence
+        }
 
         # IDF over the evidence's sentences: a term in every sentence tells nothing apart.
         n = sum(len(sentences) for _, sentences in passages)
@@ -625,31 +871,56 @@ class ExtractiveAnswerer:
         wanted = frozenset(q.terms)
         max_score = max((ev.score for ev in evidence), default=0.0)
         all_titles = frozenset().union(*titles.values())
+        passage_sets = {
+            ev.number: frozenset().union(titles[ev.number], *(s.stem_set for s in sentences))
+            for ev, sentences in passages
+        }
+        # Key terms: the question's terms that tell passages apart. A term every on-topic passage
+        # holds (the product a documentation set is about, an article's subject) says nothing about
+        # whether a passage answers; a term no passage holds ("maintainer", "licence") is one the
+        # evidence does not speak to. On topic: a passage holding any of the question's terms.
+        on_topic = [stems for stems in passage_sets.values() if not stems.isdisjoint(q.terms)]
+        everywhere = (
+            frozenset(t for t in q.terms if all(t in stems for stems in on_topic))
+            if len(on_topic) > 1
+            else frozenset()
+        )
+        key = tuple(t for t in q.terms if t not in everywhere) or q.terms
+        key_total = sum(idf[t] for t in key) or 1.0
 
         def recall(stems: frozenset[str]) -> float:
             return sum(idf[t] for t in q.terms if t in stems) / total
+
+        def key_recall(stems: frozenset[str]) -> float:
+            return sum(idf[t] for t in key if t in stems) / key_total
 
         def salient_share(stems: frozenset[str]) -> float:
             return len(q.salient & stems) / len(q.salient) if q.salient else 1.0
 
         candidates: list[Candidate] = []
         for ev, sentences in passages:
-            passage_stems = frozenset().union(titles[ev.number], *(s.stem_set for s in sentences))
+            passage_stems = passage_sets[ev.number]
             passage_recall = recall(passage_stems)
             missing = sum(1 for t in q.terms if t not in passage_stems) / (len(q.terms) or 1)
             missing_salient = 1.0 if q.salient - passage_stems else 0.0
             absent = sum(1 for t in q.terms if df[t] == 0 and t not in all_titles) / (len(q.terms) or 1)
             retrieval = ev.score / max_score if max_score > 0 else 0.0
             for i, sentence in enumerate(sentences):
+                if not units[ev.number][i][1]:
+                    continue  # a fragment: context for its neighbours, never a quote
                 neighbours = [sentences[j].stem_set for j in (i - 1, i + 1) if 0 <= j < len(sentences)]
                 context = sentence.stem_set.union(titles[ev.number], *neighbours)
                 # A sentence opening with a pronoun ("It is about 22 km high.") is read, and quoted,
                 # together with the sentence it refers back to.
                 own, text = sentence.stem_set, sentence.text
                 negated_own = sentence.negated_terms
-                if i > 0 and _PRONOUN_OPENING.match(sentence.text):
+                focus_of = [sentence]
+                parts: tuple[str, ...] = (sentence.text,)
+                if i > 0 and _PRONOUN_OPENING.match(sentence.text) and units[ev.number][i - 1][1]:
                     own, text = own | sentences[i - 1].stem_set, f"{sentences[i - 1].text} {sentence.text}"
+                    parts = (sentences[i - 1].text, sentence.text)
                     negated_own = negated_own | sentences[i - 1].negated_terms
+                    focus_of.append(sentences[i - 1])
                 features = {
                     "recall": recall(own),
                     "context_recall": recall(context),
@@ -676,8 +947,11 @@ class ExtractiveAnswerer:
                     "name_missing_sentence": len(q.names - own) / len(q.names) if q.names else 0.0,
                     "number_missing_sentence": 1.0 if q.numbers - own else 0.0,
                     "cosine": 0.0,
+                    "key_recall": key_recall(context),
+                    "key_in_sentence": 1.0 if any(t in own for t in key) else 0.0,
+                    "focus": 1.0 if any(_meets_focus(q, s) for s in focus_of) else 0.0,
                 }
-                candidates.append(Candidate(ev, i, text, features))
+                candidates.append(Candidate(ev, i, text, features, parts=parts))
 
         candidates = self._ranked(candidates)
         if self.embedder is not None and candidates:
@@ -686,7 +960,13 @@ class ExtractiveAnswerer:
             question,
             tuple(candidates),
             bool(_HAN.search(question)),
-            {"answer_type": q.answer_type, "terms": list(q.terms)},
+            {
+                "answer_type": q.answer_type,
+                "terms": list(q.terms),
+                "key_terms": list(key),
+                "sentences": n,
+                "unmentioned": [q.words.get(t, t) for t in key if df[t] == 0 and t not in all_titles],
+            },
         )
 
     @staticmethod
@@ -698,12 +978,8 @@ class ExtractiveAnswerer:
 
     @staticmethod
     def _answer_type(q: _Question, sentence: _Sentence) -> float:
-        # An answer adds something the question does not already say.
-        if q.answer_type == "number":
-            return 1.0 if sentence.numbers - q.numbers else 0.0
-        if q.answer_type == "name":
-            return 1.0 if sentence.names - set(q.terms) else 0.0
-        return 1.0 if sentence.stem_set - set(q.terms) - _DROP else 0.0
+        # An answer adds something the question does not already say (of the asked kind).
+        return 1.0 if _meets_focus(q, sentence) else 0.0
 
     @staticmethod
     def _antonym_mismatch(q: _Question, sentence: _Sentence) -> float:
@@ -728,7 +1004,7 @@ class ExtractiveAnswerer:
     def _ranked(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         weights = self.config.rank_weights
         scored = [
-            Candidate(c.evidence, c.position, c.text, c.features, _linear(weights, c.features))
+            Candidate(c.evidence, c.position, c.text, c.features, _linear(weights, c.features), c.parts)
             for c in candidates
         ]
         # Ties go to the earlier passage, then the earlier sentence: deterministic.
@@ -746,12 +1022,26 @@ class ExtractiveAnswerer:
             return candidates
         cosines = np.asarray(m, dtype=np.float32) @ np.asarray(q, dtype=np.float32).reshape(-1)
         updated = [
-            Candidate(c.evidence, c.position, c.text, {**c.features, "cosine": float(cos)})
+            Candidate(c.evidence, c.position, c.text, {**c.features, "cosine": float(cos)}, parts=c.parts)
             for c, cos in zip(top, cosines.tolist(), strict=True)
         ]
         return self._ranked(updated) + candidates[EMBED_TOP_K:]
 
     # -------------------------------------------------------------------------------- decision
+
+    def eligible(self, analysis: Analysis) -> Analysis:
+        """The analysis with only the candidates that may answer: those that meet the question's
+        focus (`_meets_focus`) and hold its key terms (see `analyse`), best rank score first."""
+        kept = tuple(c for c in analysis.candidates if self._admits(c.features))
+        return Analysis(analysis.question, kept, analysis.han, analysis.diagnostics)
+
+    def _admits(self, features: Mapping[str, float]) -> bool:
+        config = self.config
+        if config.require_focus and features.get("focus", 1.0) < 1.0:
+            return False
+        if config.require_key_in_sentence and features.get("key_in_sentence", 1.0) < 1.0:
+            return False
+        return features.get("key_recall", 1.0) >= config.min_key_recall
 
     def support_logit(self, analysis: Analysis) -> float:
         """The support logit of the best candidate (see SUPPORT_WEIGHTS); -inf without candidates."""
@@ -762,16 +1052,41 @@ class ExtractiveAnswerer:
         features = {**best.features, "margin": best.rank_score - runner_up}
         return self.config.support_bias + _linear(self.config.support_weights, features)
 
+    def _why_not(self, analysis: Analysis) -> str:
+        """Why no sentence may answer: the question's focus, or terms the passages never mention."""
+        if not analysis.candidates:
+            return NO_SENTENCE_REASON
+        kind = str(analysis.diagnostics.get("answer_type", "any"))
+        keyed = ExtractiveAnswerer(config=replace(self.config, require_focus=False)).eligible(analysis)
+        if not keyed.candidates:  # no sentence speaks to the question's key terms
+            unmentioned = analysis.diagnostics.get("unmentioned")
+            if isinstance(unmentioned, list) and unmentioned:
+                return MISSING_TERMS_REASON.format(terms=", ".join(f"'{t}'" for t in unmentioned))
+            return NO_SUPPORT_REASON
+        return FOCUS_REASONS.get(kind, NO_SUPPORT_REASON)  # those that do miss what it asks for
+
     def decide(self, analysis: Analysis) -> Draft:
         """The draft for an analysis under this answerer's configuration."""
         config = self.config
-        if not analysis.candidates:
+        if not analysis.candidates and not analysis.diagnostics.get("sentences"):
             return Draft("", (), declined=True, reason=NO_EVIDENCE_REASON, support_score=0.0, model=self.name)
-        best = analysis.candidates[0]
-        logit = self.support_logit(analysis)
+        allowed = self.eligible(analysis)
+        if not allowed.candidates:
+            return Draft(
+                "",
+                (),
+                declined=True,
+                reason=self._why_not(analysis),
+                support_score=0.0,
+                model=self.name,
+                diagnostics={**analysis.diagnostics, "eligible": 0},
+            )
+        best = allowed.candidates[0]
+        logit = self.support_logit(allowed)
         support = _sigmoid(logit)
         diagnostics: dict[str, object] = {
             **analysis.diagnostics,
+            "eligible": len(allowed.candidates),
             "best": {"ref_id": best.evidence.ref_id, "position": best.position, **best.features},
             "rank_score": best.rank_score,
             "support_logit": logit,
@@ -799,7 +1114,7 @@ class ExtractiveAnswerer:
 
         chosen = [best]
         refs = {best.evidence.ref_id}
-        for candidate in analysis.candidates[1:]:
+        for candidate in allowed.candidates[1:]:
             if len(chosen) >= config.max_sentences:
                 break
             if candidate.rank_score < config.extra_sentence_ratio * best.rank_score:
@@ -818,7 +1133,8 @@ class ExtractiveAnswerer:
         for c in chosen:
             first_seen.setdefault(c.evidence.ref_id, len(first_seen))
         chosen.sort(key=lambda c: (first_seen[c.evidence.ref_id], c.position))
-        answer = " ".join(f"{c.text} [{c.evidence.number}]" for c in chosen)
+        # Every sentence carries its marker, an antecedent quoted with its pronoun sentence too.
+        answer = " ".join(f"{part} [{c.evidence.number}]" for c in chosen for part in c.parts or (c.text,))
         return Draft(
             answer=answer,
             used_refs=tuple(first_seen),

@@ -1,12 +1,13 @@
-"""A labelled set in the shared folder format (see /work/shared/data/README.md).
+"""A labelled set in the BEIR-like folder format (see benchmarks/data/README.md).
 
-corpus.jsonl        {"id", "title", "text"} per passage
+corpus.jsonl        {"id", "title", "text"} per passage (any .jsonl may be stored gzipped as .jsonl.gz)
 qrels.tsv           query-id<TAB>corpus-id<TAB>score, with a header; score > 0 is relevant
 dev.jsonl/test.jsonl {"id", "text", "answers"?, "is_impossible"?, ...}: dev for tuning, test for reporting
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -50,8 +51,19 @@ class Dataset:
         return any(q.answers or q.impossible for queries in self.splits.values() for q in queries)
 
 
+def data_file(path: Path) -> Path:
+    """`path`, or its gzipped twin `path.gz` when only that exists (large files travel compressed)."""
+    if path.is_file() or path.suffix == ".gz":
+        return path
+    packed = path.with_name(path.name + ".gz")
+    return packed if packed.is_file() else path
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
+    """One JSON object per non-blank line; reads `path.gz` when only the gzipped file is there."""
+    path = data_file(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -81,7 +93,7 @@ def load_dataset(folder: Path, splits: Sequence[str] = SPLITS) -> Dataset:
     if unknown:
         raise DatasetError(f"unknown split {unknown[0]!r} (expected one of {', '.join(SPLITS)})")
     needed = ["corpus.jsonl", "qrels.tsv", *(f"{s}.jsonl" for s in splits)]
-    missing = [name for name in needed if not (folder / name).is_file()]
+    missing = [name for name in needed if not data_file(folder / name).is_file()]
     if missing:
         raise DatasetError(f"{folder} has no {', '.join(missing)}")
     try:
@@ -91,7 +103,7 @@ def load_dataset(folder: Path, splits: Sequence[str] = SPLITS) -> Dataset:
         }
         qrels = read_qrels(folder / "qrels.tsv")
         queries = {s: _queries(read_jsonl(folder / f"{s}.jsonl"), qrels) for s in splits}
-    except (json.JSONDecodeError, KeyError, ValueError, UnicodeDecodeError) as error:
+    except (json.JSONDecodeError, KeyError, ValueError, UnicodeDecodeError, OSError) as error:
         raise DatasetError(f"{folder}: unreadable set ({type(error).__name__}: {error})") from error
     return Dataset(folder.name, passages, qrels, queries)
 

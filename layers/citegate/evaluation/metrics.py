@@ -107,6 +107,7 @@ class AnswerCase:
     cited_docs: frozenset[str]  # corpus ids of the cited passages
     cited_texts: tuple[str, ...]  # the cited passages' text, as shown to the user
     evidence_docs: frozenset[str]  # corpus ids of every passage the answerer was given
+    confidence: str | None = None  # the confidence the answer was given (high / medium / low)
 
 
 def contains_answer(text: str, answers: Sequence[str]) -> bool:
@@ -177,3 +178,45 @@ def latency_summary(samples_ms: Sequence[float]) -> dict[str, float]:
         "p95_ms": round(percentile(samples_ms, 95), 2),
         "mean_ms": round(sum(samples_ms) / len(samples_ms), 2) if samples_ms else math.nan,
     }
+
+
+# --------------------------------------------------------------------------------------------------
+# Reliability of the confidence levels
+
+CONFIDENCE_LEVELS = ("high", "medium", "low")
+# Spec 000 / issue 21, on test: what each level must mean.
+CONFIDENCE_BARS = {"high_cites_gold": 0.90, "medium_cites_gold": 0.70, "unanswerable_high_at_most": 0.05}
+
+
+def reliability(cases: Sequence[AnswerCase]) -> dict[str, dict[str, float]]:
+    """Per confidence level, what an answer at that level is worth.
+
+    For each level (and `declined`): `answered` answers at that level (declined: questions
+    declined), `cites_gold` the share of them whose citations include a gold passage (an answered
+    unanswerable question has none: it counts against its level), `holds_answer` the share citing
+    a passage with an accepted answer, `unanswerable` how many unanswerable questions ended there
+    and `unanswerable_share` that count over all unanswerable questions. Cases without a confidence
+    are left out (an answerer that reports none)."""
+    rated = [c for c in cases if c.confidence is not None or c.declined]
+    impossible = sum(1 for c in rated if c.impossible)
+    out: dict[str, dict[str, float]] = {}
+    for level in (*CONFIDENCE_LEVELS, "declined"):
+        if level == "declined":
+            group = [c for c in rated if c.declined]
+        else:
+            group = [c for c in rated if not c.declined and c.confidence == level]
+        unanswerable = sum(1 for c in group if c.impossible)
+        out[level] = {
+            "answered": float(len(group)),
+            "cites_gold": _share(sum(1 for c in group if c.gold & c.cited_docs), len(group)),
+            "holds_answer": _share(
+                sum(1 for c in group if any(contains_answer(t, c.answers) for t in c.cited_texts)), len(group)
+            ),
+            "unanswerable": float(unanswerable),
+            "unanswerable_share": _share(unanswerable, impossible),
+        }
+    return out
+
+
+def _share(hits: int, total: int) -> float:
+    return hits / total if total else math.nan

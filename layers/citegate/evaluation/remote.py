@@ -149,8 +149,11 @@ def run_remote(
                 client, "retrieve", f"/v1/kb/{options.kb}/retrieve", {"query": q.text, "top_k": options.top_k}
             )
             results = found.get("results", [])
+            # Children rank by the order the service returned them (its fusion's order): `score` is
+            # a relevance estimate, not monotone in that order (citegate.search.relevance), so the
+            # child-to-document aggregation reads 1 / rank ("max" then ranks like `make eval`).
             retrieved[q.id] = Retrieved(
-                [(str(r["ref_id"]), float(r["score"])) for r in results],
+                [(str(r["ref_id"]), 1.0 / rank) for rank, r in enumerate(results, start=1)],
                 {str(r["ref_id"]): str(r["chunk_text"]) for r in results},
             )
             # A fallback (BM25 alone when the embedder fails) would score another system: count it.

@@ -15,6 +15,7 @@ import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import NamedTuple
 
 from citegate.ingest.documents import ChildChunk, ChunkedDocument, ParentChunk, ParsedDocument
@@ -311,6 +312,22 @@ def _child_spans(text: str, start: int, end: int, config: ChunkingConfig) -> Ite
         pos = _trim(text, nxt, end)[0]
 
 
+def _section_child_spans(
+    text: str, start: int, end: int, sections: Sequence[_Section], config: ChunkingConfig
+) -> Iterator[tuple[int, int]]:
+    """Children of one parent, never across a heading: a child belongs to one section, so the
+    heading its citation names is the section of every sentence in it. A section with no text of
+    its own (a heading straight followed by a subheading) rides with the section after it."""
+    bounds = [start] + [s.start for s in sections if start < s.start < end] + [end]
+    piece_start = start
+    for lo, hi in pairwise(bounds):
+        body_start = text.find("\n", lo, hi)
+        if hi < end and (body_start < 0 or not text[body_start:hi].strip()):
+            continue  # only a heading line: joined to the next piece
+        yield from _child_spans(text, piece_start, hi, config)
+        piece_start = hi
+
+
 # --------------------------------------------------------------------------------------------------
 
 
@@ -344,7 +361,7 @@ def chunk_document(doc: ParsedDocument, config: ChunkingConfig = DEFAULT_CHUNKIN
                 page=doc.page_at(start),
             )
         )
-        for child_start, child_end in _child_spans(text, start, end, config):
+        for child_start, child_end in _section_child_spans(text, start, end, sections, config):
             section = sections[bisect_right(section_starts, (child_start + child_end) // 2) - 1]
             children.append(
                 ChildChunk(

@@ -176,10 +176,18 @@ class LexicalFields:
 
 @dataclass(frozen=True)
 class Hit:
+    """One ranked chunk. From an engine, `score` is engine-native (see the module docstring); from
+    `citegate.retrieval.retrieve` it is the relevance estimate of `citegate.search.relevance`
+    (absolute, in [0, 1]) and the engine's score is kept in `fused_score`. `lexical_score` is BM25,
+    `dense_score` the cosine (None when that side did not return the chunk), `coverage` the share
+    of the query's content terms in the chunk (set by `retrieve`)."""
+
     chunk: ChunkRecord
     score: float
     lexical_score: float | None = None
     dense_score: float | None = None
+    fused_score: float | None = None
+    coverage: float | None = None
 
 
 @dataclass
@@ -226,6 +234,10 @@ class SearchIndex(Protocol):
 
     def count(self, kb_id: str | None = None, document_id: str | None = None) -> int:
         """How many chunks are indexed (in one knowledge base, or one document)."""
+
+    def document_chunks(self, kb_id: str, document_id: str, limit: int) -> list[ChunkRecord]:
+        """The chunks of one document in reading order (without vectors), at most `limit`.
+        Unscoped, like `get_chunks`: a caller serving a request filters them with its scope."""
 
     def close(self) -> None:
         """Release files and writers."""

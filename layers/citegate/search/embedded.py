@@ -776,6 +776,12 @@ class EmbeddedSearchIndex:
             return int(searcher.num_docs)
         return self._count(searcher, Query.boolean_query(clauses))
 
+    def document_chunks(self, kb_id: str, document_id: str, limit: int) -> list[ChunkRecord]:
+        searcher = self._current().searcher
+        hits = searcher.search(self._document_query(kb_id, document_id), max(limit, 1), count=False).hits
+        chunks = [_chunk(searcher.doc(address)) for _, address in hits]
+        return sorted(chunks, key=lambda chunk: chunk.position)
+
     def get_chunks(self, ref_ids: Sequence[str]) -> dict[str, ChunkRecord]:
         wanted = list(dict.fromkeys(ref_ids))
         if not wanted:
@@ -970,6 +976,8 @@ class EmbeddedSearchIndex:
             dense = self._dense(view, query_vector, filter, pool)
             timings["dense"] = (time.perf_counter() - started) * 1000
         stats.update(lexical_candidates=len(lexical), dense_candidates=len(dense))
+        if effective == "hybrid" and dense:  # a hit the dense side did not return has at most this cosine
+            stats["dense_floor"] = dense[-1][1]
 
         started = time.perf_counter()
         if effective == "hybrid":

@@ -28,7 +28,11 @@ Mapping choices, and why:
 Scores: lexical is BM25; dense is turned back from OpenSearch's k-NN score (1 + ip for ip > 0,
 1 / (1 - ip) otherwise) into the cosine, as the embedded engine reports it; hybrid is whatever the
 pipeline computes (min_max fusion is shift-invariant, so it ranks like `fusion.min_max` whenever the
-dense candidates have positive cosines). Two differences remain with the pipelines: each hybrid
+dense candidates have positive cosines). The pipeline's score is per query (min-max, even with the
+lower/upper bounds of 2.17+, maps each query's best BM25 to the top), so it only ranks: the
+pipeline query returns each hit's vector and the hit's cosine is computed here, from which
+`citegate.search.relevance` makes the absolute `score` exactly as for the embedded engine.
+Two differences remain with the pipelines: each hybrid
 sub-query keeps only `size` (= limit) hits per shard unless `pagination_depth=True` (2.19+) widens
 that to `candidates`, and older neural-search releases average a document over the sub-queries that
 returned it instead of counting a missing side as 0. With `fusion_pipelines=False` (or RRF on a
@@ -351,16 +355,19 @@ def hybrid_query_body(
     *,
     pagination_depth: int | None = None,
     lexical: LexicalFields = DEFAULT_LEXICAL,
+    with_vector: bool = False,
 ) -> Body:
     """A `hybrid` query: [lexical, dense], fused by the search pipeline named in the request.
 
     Each sub-query keeps `from + size` hits per shard unless `pagination_depth` (OpenSearch 2.19+)
-    widens that pool; the k-NN side asks for `candidates` neighbours.
+    widens that pool; the k-NN side asks for `candidates` neighbours. `with_vector` returns each
+    hit's vector: the pipeline's score is per-query, so the cosine is computed from it (relevance.py).
     """
     hybrid: Body = {"queries": [lexical_clause(query, flt, lexical), knn_clause(vector, flt, candidates)]}
     if pagination_depth is not None:
         hybrid["pagination_depth"] = min(pagination_depth, MAX_K)
-    return {"size": limit, "query": {"hybrid": hybrid}, "_source": dict(_SOURCE)}
+    source = {"excludes": [CONTEXT_FIELD]} if with_vector else dict(_SOURCE)
+    return {"size": limit, "query": {"hybrid": hybrid}, "_source": source}
 
 
 def document_query(kb_id: str, document_id: str, keep: Sequence[str] = ()) -> Body:
@@ -430,6 +437,14 @@ def chunk_from_source(source: Mapping[str, Any]) -> ChunkRecord:
         anchor=str(source.get("anchor", "")),
         heading=str(source.get("heading", "")),
     )
+
+
+def _cosine(source: Mapping[str, Any], vector: Vector) -> float | None:
+    """The hit's cosine with the query from its stored vector (None when the source has none)."""
+    stored = source.get("vector")
+    if not isinstance(stored, list) or len(stored) != len(vector):
+        return None
+    return float(np.dot(np.asarray(stored, dtype=np.float32), vector))
 
 
 def knn_score_to_cosine(score: float) -> float:
@@ -783,6 +798,17 @@ class OpenSearchIndex:
         chunks = (chunk_from_source(doc["_source"]) for doc in found.get("docs", []) if doc.get("found"))
         return {chunk.ref_id: chunk for chunk in chunks}
 
+    def document_chunks(self, kb_id: str, document_id: str, limit: int) -> list[ChunkRecord]:
+        self._ready()
+        body: Body = {
+            **document_query(kb_id, document_id),
+            "sort": [{"position": "asc"}],
+            "size": max(limit, 1),
+            "_source": dict(_SOURCE),
+        }
+        found = self._search(body, "document_chunks")
+        return [chunk_from_source(hit["_source"]) for hit in found.get("hits", {}).get("hits", [])]
+
     def count(self, kb_id: str | None = None, document_id: str | None = None) -> int:
         self._ready()
         clauses = [
@@ -907,6 +933,7 @@ class OpenSearchIndex:
             pool,
             pagination_depth=pool if self.pagination_depth else None,
             lexical=self.lexical,
+            with_vector=True,
         )
         response = self._search(body, "hybrid search", search_pipeline=name)
         stats.update(pipeline=name, fusion="pipeline", took_ms=response.get("took", 0))
@@ -914,7 +941,9 @@ class OpenSearchIndex:
         ranked = sorted(
             _ranked_sources(response), key=lambda item: (-item[1], str(item[0].get("ref_id", "")))
         )
-        return [(source, score, None, None) for source, score in ranked]
+        # The pipeline's min-max score is relative to the query's best hits; the cosine (from each
+        # hit's vector) is what citegate.search.relevance turns into an absolute score.
+        return [(source, score, None, _cosine(source, vector)) for source, score in ranked]
 
     def _hybrid_client(
         self,
@@ -957,6 +986,7 @@ class OpenSearchIndex:
             fusion="client",
             lexical_candidates=len(lexical),
             dense_candidates=len(dense_side),
+            dense_floor=min((score for _, score in dense_side), default=None),
             took_ms=max((int(item.get("took", 0)) for item in items), default=0),
         )
         fused = fusion_lib.fuse(lexical, dense_side, fusion)[:limit]

@@ -31,7 +31,7 @@ class ScriptedClient:
         # query text -> (ref, score) best first
         self.retrieve = {
             "capital of France": [("r1", 0.9), ("r2", 0.5), ("r3", 0.45)],
-            "silk city": [("r1", 0.6), ("r3", 0.55), ("r2", 0.5), ("r9", 0.1)],
+            "silk city": [("r9", 0.7), ("r1", 0.6), ("r3", 0.55), ("r2", 0.5)],
             "moon base": [("r2", 0.2)],
         }
 
@@ -79,7 +79,8 @@ def test_retrieval_scores_per_split_and_aggregation() -> None:
     client = ScriptedClient()
     report = _run(client, splits=("dev", "test"))
     dev = report["splits"]["dev"]["retrieval"]
-    # max: paris (0.6) before lyon (0.55); top2: lyon (0.55 + 0.5) before paris.
+    # Children count by rank (1 / rank; r9 is gone but held rank 1). max: paris (1/2) before lyon
+    # (1/3); top2: lyon (1/3 + 1/4) before paris.
     assert dev["max"]["mrr@10"] == 0.5 and dev["top2"]["mrr@10"] == 1.0
     assert report["aggregation_chosen_on_dev"] == "top2"
     test = report["splits"]["test"]
@@ -95,8 +96,8 @@ def test_refs_are_resolved_once_in_batches(monkeypatch: pytest.MonkeyPatch) -> N
     client = ScriptedClient()
     _run(client, splits=("dev", "test"))
     resolved = [body["ref_ids"] for path, body in client.calls if path.endswith("/resolve_refs")]
-    # dev retrieves r1, r3, r2, r9 (two batches of at most 3); test's refs are all known by then.
-    assert resolved == [["r1", "r3", "r2"], ["r9"]]
+    # dev retrieves r9, r1, r3, r2 (two batches of at most 3); test's refs are all known by then.
+    assert resolved == [["r9", "r1", "r3"], ["r2"]]
     assert all(path.startswith("/v1/kb/kb1/") for path, _ in client.calls)
 
 

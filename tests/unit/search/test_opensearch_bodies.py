@@ -583,17 +583,24 @@ def test_hybrid_search_uses_the_pipeline_and_maps_hits() -> None:
         "id": "cg-minmax-0.70",
         "body": search_pipeline_body(FusionConfig()),
     }
+    # the hits' vectors come back: the pipeline's score is per-query, the cosine is not
     assert client.only("search") == {
         "index": INDEX,
-        "body": hybrid_query_body("how to configure", Q, kb("A"), 3, 50),
+        "body": hybrid_query_body("how to configure", Q, kb("A"), 3, 50, with_vector=True),
         "search_pipeline": "cg-minmax-0.70",
     }
-    # ties re-sorted by ref_id, like fusion.py; chunks rebuilt from _source
+    assert client.only("search")["body"]["_source"] == {"excludes": ["context"]}
+    # ties re-sorted by ref_id, like fusion.py; chunks rebuilt from _source (these carry no vector)
     assert [(h.chunk, h.score, h.lexical_score, h.dense_score) for h in result.hits] == [
         (b, 0.9, None, None),
         (a, 0.5, None, None),
         (c, 0.5, None, None),
     ]
+    with_vectors = hits((b, 0.9))
+    with_vectors["hits"]["hits"][0]["_source"]["vector"] = [0.5, 0.5, 0.5, -0.5]
+    client.responses["search"] = with_vectors
+    [hit] = index.search(query="how to configure", vector=Q, filter=kb("A"), limit=3).hits
+    assert hit.dense_score == pytest.approx(float(np.dot([0.5, 0.5, 0.5, -0.5], Q)))
     assert result.stats["engine"] == "opensearch" and result.stats["mode"] == "hybrid"
     assert result.stats["pipeline"] == "cg-minmax-0.70" and result.stats["took_ms"] == 7
     timings = result.stats["timings_ms"]
@@ -611,7 +618,9 @@ def test_hybrid_search_uses_the_pipeline_and_maps_hits() -> None:
 def test_pagination_depth_option() -> None:
     client = FakeClient()
     make(client, pagination_depth=True).search(query="q", vector=Q, filter=kb("A"), limit=5, candidates=40)
-    assert client.only("search")["body"] == hybrid_query_body("q", Q, kb("A"), 5, 40, pagination_depth=40)
+    assert client.only("search")["body"] == hybrid_query_body(
+        "q", Q, kb("A"), 5, 40, pagination_depth=40, with_vector=True
+    )
 
 
 def test_hits_outside_the_filter_are_dropped_and_logged(caplog: pytest.LogCaptureFixture) -> None:
