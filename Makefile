@@ -8,14 +8,22 @@ UV ?= uv
 EXTRAS := --extra local --extra e5 --extra mcp --extra browser --group infra --group fuzz
 RUN := $(UV) run --frozen $(EXTRAS)
 
-.PHONY: help install demo serve bench soak eval test test-unit test-integration test-e2e test-concurrency lint format typecheck synth clean
+.PHONY: help install ui demo serve bench soak eval test test-unit test-integration test-e2e test-concurrency lint format typecheck synth clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-install: ## create .venv from the lock file (uv)
+install: ## create .venv from the lock file (uv), then build the widget and console (make ui)
 	@command -v $(UV) >/dev/null || python3 -m pip install --quiet "uv==0.13.8"
 	$(UV) sync --frozen --inexact $(EXTRAS)
+	@$(MAKE) --no-print-directory ui
+
+# npm ci only when ui/package-lock.json changed, every workspace included (the Docusaurus site the
+# browser tests build: tests never reach the registry); esbuild then builds ui/dist in about a second.
+ui: ## build the page widget (ui/dist/widget.js) and the console (ui/dist/console/) from ui/package-lock.json
+	@if ! command -v npm >/dev/null; then echo "no npm: ui/dist not built (install Node.js 20+, then make ui)"; exit 0; fi; \
+	cd ui && { test node_modules/.package-lock.json -nt package-lock.json \
+		|| npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent build
 
 demo: install ## the whole job: start the local stack, ingest samples/, ask two questions, print cited answers
 	$(RUN) citegate demo
@@ -60,7 +68,7 @@ soak: install ## the real server under 16 mixed concurrent clients, 120 s (SOAK_
 
 EMBEDDERS ?= use
 SETS ?= scifact,cmrc2018,squad2_dev
-eval: install ## quality and honesty on the shared sets beside peers (docs/results/; EMBEDDERS=use,e5 SETS=...)
+eval: install ## quality and honesty on the sets in benchmarks/data beside peers (docs/results/; EMBEDDERS=use,e5 SETS=...)
 	$(UV) run --frozen --inexact --group bench $(EXTRAS) python -m benchmarks.evaluate --embedders $(EMBEDDERS) --sets $(SETS)
 
 synth: install ## cdk synth offline into cdk.out (CDK CLI v2 from npm, local Node, no Docker; layers cached in .cache/)

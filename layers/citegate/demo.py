@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from citegate.local import example_site
+
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 QUESTIONS = ("How high is Olympus Mons?", "What is the boiling point of tungsten?")
 KB_ID = "demo"
@@ -109,6 +111,14 @@ def _stream_agents(client: httpx.Client, question: str) -> None:
                 print(f"  [error] {event['content']}")
 
 
+def _print_pages(url: str, stays: bool) -> None:
+    """Where a person takes over in a browser (served while `make serve` runs)."""
+    print(f"\nIn a browser{'' if stays else ' (while `make serve` runs)'}:")
+    print(f"  example docs with the Ask widget: {url}/{example_site.SECTION}/")
+    print(f"  the widget script:                {url}/widget.js")
+    print(f"  the operator console:             {url}/console/")
+
+
 def run_demo(port: int | None = None) -> int:
     port = port or int(os.environ.get("PORT", "8099"))
     url = f"http://127.0.0.1:{port}"
@@ -129,7 +139,13 @@ def run_demo(port: int | None = None) -> int:
             for path in sorted(SAMPLES.iterdir()):
                 if path.suffix not in (".md", ".txt", ".pdf") or path.name == "README.md":
                     continue
-                body = {"base64_file": base64.b64encode(path.read_bytes()).decode(), "source_name": path.name}
+                body: dict[str, Any] = {
+                    "base64_file": base64.b64encode(path.read_bytes()).decode(),
+                    "source_name": path.name,
+                }
+                page = example_site.page_for(path.stem.lower())
+                if page is not None:  # its page on the example site: the widget's citations link there
+                    body["metadata"] = example_site.ingest_metadata(page)
                 response = client.post(f"/v1/kb/{KB_ID}/documents", json=body)
                 response.raise_for_status()
                 accepted[path.name] = response.json()["task_id"]
@@ -147,6 +163,7 @@ def run_demo(port: int | None = None) -> int:
                 response.raise_for_status()
                 _print_answer(question, response.json())
             _stream_agents(client, AGENT_QUESTION)
+            _print_pages(url, stays=server is None)
     finally:
         if server is not None:
             server.terminate()

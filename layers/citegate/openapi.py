@@ -168,6 +168,39 @@ OPERATIONS: dict[str, Op] = {
         None, obj(kb_id=STR, documents=array(ref(DocumentRecord))), "List a knowledge base's documents."
     ),
     "document_get": Op(None, DocumentRecord, "Get a document."),
+    "document_chunks": Op(
+        None,
+        obj(
+            kb_id=STR,
+            document_id=STR,
+            source_name=STR,
+            status=STR,
+            parents=array(
+                obj(
+                    parent_id=STR,
+                    index=INT,
+                    heading=STR,
+                    heading_path=array(STR),
+                    anchor=STR,
+                    page={"type": ["integer", "null"]},
+                    text=STR,
+                )
+            ),
+            children=array(
+                obj(
+                    ref_id=STR,
+                    parent_id=STR,
+                    position=INT,
+                    page={"type": ["integer", "null"]},
+                    heading=STR,
+                    anchor=STR,
+                    text=STR,
+                )
+            ),
+            truncated=BOOL,
+        ),
+        "A document's parents and children (with their ref ids), in reading order.",
+    ),
     "document_delete": Op(
         None,
         obj(kb_id=STR, document_id=STR, source_name=STR, deleted=obj(chunks=INT, parents=INT, files=INT)),

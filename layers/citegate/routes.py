@@ -63,6 +63,12 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/kb/{kb_id}/documents", "document_list", "rag_list_documents"),
     Route("GET", "/v1/kb/{kb_id}/documents/{document_id}", "document_get", "rag_list_documents"),
     Route(
+        "GET",
+        "/v1/kb/{kb_id}/documents/{document_id}/chunks",
+        "document_chunks",
+        "rag_list_documents",
+    ),
+    Route(
         "DELETE",
         "/v1/kb/{kb_id}/documents/{document_id}",
         "document_delete",

@@ -37,3 +37,5 @@ def test_the_demo_answers_with_citations_declines_and_streams_the_agents(tmp_pat
     assert "(no answer)" in declined and "reason:" in declined, out
     assert agents.count("[search]") >= 2 and "双智能体正在工作" in agents, out
     assert "[1] " in agents and "A: " in agents, out
+    # Where a person takes over: the example docs with the widget, the script, the console.
+    assert "/example/" in agents and "/widget.js" in agents and "/console/" in agents, out

@@ -368,6 +368,7 @@ MAY_READ_UNSCOPED = {
     "layers/citegate/ingest/steps.py",
     "layers/citegate/ingest/consumer.py",
     "layers/citegate/agent_tools.py",  # get_page: the parents of a document read through list_in
+    "layers/citegate/document_chunks.py",  # the chunk viewer: the parents of a document read through get_in
 }
 
 

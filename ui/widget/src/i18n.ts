@@ -1,0 +1,96 @@
+// The widget's words in English and Chinese, chosen by the page's language (<html lang>) or data-lang.
+
+const en = {
+  launcher: "Ask the docs",
+  title: "Ask the documentation",
+  intro: "Ask a question about these pages. Answers cite the passages they rest on, or say plainly that the documentation has no answer.",
+  inputLabel: "Your question",
+  placeholder: "Ask a question…",
+  send: "Ask",
+  close: "Close",
+  newConversation: "New conversation",
+  you: "You",
+  answer: "Answer",
+  working: "Searching the documentation…",
+  sources: "Sources",
+  source: (n: number, title: string) => `Source ${n}: ${title}`,
+  version: "version",
+  page: "page",
+  confidence: {
+    high: "High confidence: the cited sources state this directly.",
+    medium: "Medium confidence: the sources support this; check them for details.",
+    low: "Low confidence: treat this answer with care and read the sources.",
+  },
+  noAnswer: "No answer in the documentation",
+  report: "Report this gap to the maintainers",
+  reporting: "Sending…",
+  reported: "Reported. The maintainers will see it; thank you.",
+  reportFailed: "The report could not be sent. Try again.",
+  related: "Related pages",
+  helpfulQuestion: "Was this answer helpful?",
+  helpful: "Helpful",
+  notHelpful: "Not helpful",
+  thanks: "Thank you for your feedback.",
+  followUp: "Follow-up questions continue this conversation.",
+  errors: {
+    network: "citegate could not be reached. Check your connection and try again.",
+    rate_limited: (s?: number) => `Too many questions right now. Try again${s ? ` in ${s} s` : " shortly"}.`,
+    unauthorized: "Your sign-in was not accepted. Sign in again and retry.",
+    forbidden_scope: "Questions about this part of the documentation are not open to you.",
+    dataset_not_allowed: "No published documentation can be searched from this page.",
+    unavailable: "The answering service is unavailable right now. Nothing was answered; try again later.",
+    other: (code: string) => `The question could not be answered (${code}).`,
+  },
+  shortcutHint: (keys: string) => `Shortcut: ${keys}`,
+};
+
+export type Strings = typeof en;
+
+const zh: Strings = {
+  launcher: "向文档提问",
+  title: "向文档提问",
+  intro: "就这些页面提问。回答会引用它所依据的段落；文档中没有答案时会直说。",
+  inputLabel: "你的问题",
+  placeholder: "输入问题…",
+  send: "提问",
+  close: "关闭",
+  newConversation: "新对话",
+  you: "你",
+  answer: "回答",
+  working: "正在检索文档…",
+  sources: "引用来源",
+  source: (n, title) => `来源 ${n}：${title}`,
+  version: "版本",
+  page: "页",
+  confidence: {
+    high: "置信度高：引用的来源直接说明了这一点。",
+    medium: "置信度中：来源支持这一回答，细节请查看来源。",
+    low: "置信度低：请谨慎对待这个回答，并阅读来源。",
+  },
+  noAnswer: "文档中没有找到答案",
+  report: "向维护者反馈这个知识缺口",
+  reporting: "正在发送…",
+  reported: "已反馈，维护者会看到。谢谢！",
+  reportFailed: "反馈未能发送，请重试。",
+  related: "相关页面",
+  helpfulQuestion: "这个回答有帮助吗？",
+  helpful: "有帮助",
+  notHelpful: "没有帮助",
+  thanks: "感谢你的反馈。",
+  followUp: "追问会延续这次对话。",
+  errors: {
+    network: "无法连接 citegate。请检查网络后重试。",
+    rate_limited: (s) => `提问太频繁，请${s ? ` ${s} 秒后` : "稍后"}再试。`,
+    unauthorized: "登录状态无效，请重新登录后再试。",
+    forbidden_scope: "你无权就这部分文档提问。",
+    dataset_not_allowed: "此页面没有可检索的已发布文档。",
+    unavailable: "问答服务暂时不可用，没有生成任何回答，请稍后再试。",
+    other: (code) => `无法回答这个问题（${code}）。`,
+  },
+  shortcutHint: (keys) => `快捷键：${keys}`,
+};
+
+export function stringsFor(lang: string | undefined): { strings: Strings; lang: "en" | "zh" } {
+  const tag = (lang || document.documentElement.lang || navigator.language || "en").toLowerCase();
+  return tag.startsWith("zh") ? { strings: zh, lang: "zh" } : { strings: en, lang: "en" };
+}
