@@ -55,6 +55,7 @@ from infra.constructs.layers import Layers, architecture_of
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.search import Search, SearchSettings
 from infra.constructs.state import StateRefs
+from infra.constructs.web_hosting import WebHosting
 
 REPO = Path(__file__).resolve().parents[1]
 CONTEXT_PREFIX = "citegate:"
@@ -674,6 +675,18 @@ class CitegateStack(Stack):
             search=self.search,
             authorizer=self.api.authorizer_function,
             reserved_ingestion=self.ingestion.reserved,
+        )
+        # The pages (widget.js, console/) behind CloudFront; the console calls the public API. Its
+        # CloudFront origin goes in `page_origins` for the API's CORS (docs/deploy.md): the API
+        # cannot name the distribution itself, whose CSP names the API (a cycle).
+        self.web = WebHosting(
+            self,
+            "Web",
+            api_urls=[self.api.public_api.api_endpoint],
+            upload_origin=f"https://{self.data.bucket.bucket_regional_domain_name}",
+            oidc_issuer=config.oidc_issuer,
+            removal_policy=config.removal_policy,
+            log_retention=config.log_retention,
         )
         self.node.add_validation(
             ResourceBudget(self, {stack.node.id: stack for stack in self.nested_stacks.values()})

@@ -18,6 +18,7 @@ from aws_cdk import Annotations, CfnOutput, Duration, RemovalPolicy, Stack, Toke
 from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudfront_origins as origins
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 
@@ -88,6 +89,7 @@ class WebHosting(Construct):
         connect_origins: Sequence[str] = (),
         dist: Path = DIST,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
     ) -> None:
         super().__init__(scope, construct_id)
         self.bucket = s3.Bucket(
@@ -98,7 +100,8 @@ class WebHosting(Construct):
             enforce_ssl=True,
             versioned=False,
             removal_policy=removal_policy,
-            auto_delete_objects=False,
+            # A stage that is destroyed (not prod) empties the bucket first, as the data buckets do.
+            auto_delete_objects=removal_policy == RemovalPolicy.DESTROY,
         )
         connect = [*api_urls, upload_origin or "", oidc_issuer or "", *connect_origins]
         self.csp = content_security_policy(connect)
@@ -161,6 +164,13 @@ class WebHosting(Construct):
                 # Short browser caching: files keep their names, so a new build shows within minutes.
                 cache_control=[s3deploy.CacheControl.from_string("public, max-age=300")],
                 memory_limit=256,
+                # Its function's logs kept and removed as the stage's other logs are (CDK's default:
+                # 731 days, retained).
+                log_group=logs.LogGroup(
+                    self, "DeployLogs", retention=log_retention, removal_policy=removal_policy
+                ),
+                # Its reply then carries no list of object keys: it stays small whatever ui/dist holds.
+                output_object_keys=False,
             )
         else:
             Annotations.of(self).add_warning_v2(

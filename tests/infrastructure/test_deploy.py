@@ -260,7 +260,21 @@ def cdk_auto_delete_reply(properties: dict[str, Any], monkeypatch: pytest.Monkey
     return {"PhysicalResourceId": REQUEST_ID}
 
 
+def cdk_bucket_deployment_reply(
+    properties: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """CDK's BucketDeployment handler (the pages' files, infra/constructs/web_hosting.py) replies
+    with its physical id and, with `output_object_keys` off, only the destination bucket's ARN."""
+    assert properties.get("OutputObjectKeys") in (False, "false"), "object keys would grow the reply"
+    bucket = f"arn:aws-us-gov:s3:::{'citegate-prod-webfiles-' + 'x' * 40}"
+    return {
+        "PhysicalResourceId": f"aws.cdk.s3deployment.{REQUEST_ID}",
+        "Data": {"DestinationBucketArn": bucket},
+    }
+
+
 REPLIES = {
+    "Custom::CDKBucketDeployment": cdk_bucket_deployment_reply,
     "Custom::CitegateOpenSearchSetup": opensearch_setup_reply,
     "Custom::CitegatePolicySeed": policy_seed_reply,
     "Custom::S3AutoDeleteObjects": cdk_auto_delete_reply,

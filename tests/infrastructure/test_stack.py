@@ -267,7 +267,12 @@ def test_one_function_per_folder_with_layers_tracing_runtime(res: Resources) -> 
         POLICY_SEED_FUNCTION,
         UNMATCHED_ROUTE_FUNCTION,
     }
-    layers = {v["Properties"]["LayerName"]: k for k, v in of_type(res, "AWS::Lambda::LayerVersion").items()}
+    # (CDK's BucketDeployment brings an unnamed AWS CLI layer for its own function)
+    layers = {
+        v["Properties"]["LayerName"]: k
+        for k, v in of_type(res, "AWS::Lambda::LayerVersion").items()
+        if "LayerName" in v["Properties"]
+    }
     shared, base = layers[f"citegate-{STAGE}-shared"], layers[f"citegate-{STAGE}-deps-base"]
     for name, logical in functions.items():
         props = res[logical]["Properties"]
