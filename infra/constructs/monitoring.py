@@ -9,6 +9,11 @@ Alarms:
   on purpose in a burst and retried: ingestion.py).
 - APIs: each API's 5xx; errors of the Lambda authorizer (every public request runs it, and its
   failure is a 500 for the caller whatever the route).
+- Streaming entries (the function-URL twins of the streaming routes: streaming.py), which no API
+  stands in front of, so their own metrics are all there is: their URLs' 5xx (a function error or
+  timeout before the first frame), their errors (a stream that failed, also after its first
+  frame), their throttles (callers got 429: the twin's reserved concurrency, or the account's, ran
+  out) and their longest run reaching 90% of the 15-minute timeout (a stream about to be cut off).
 - OpenSearch, with AWS's recommended thresholds: cluster red (1 minute), yellow (5 minutes in a
   row: replicas fit the node count, search.replicas_for, so yellow is a fault), free storage at or
   below 25% of a node's volume, JVM memory pressure at or above 95% for 3 minutes, writes blocked.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import jsii
 from aws_cdk import Arn, ArnFormat, Aws, Duration, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -29,9 +35,10 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 
 from citegate import resources
-from constructs import Construct
+from constructs import Construct, IValidation
 from infra.constructs.endpoint_function import EndpointFunction
 from infra.constructs.search import Search
+from infra.constructs.streaming import STREAM_TIMEOUT_S, StreamingEntry
 
 PERIOD = Duration.minutes(5)
 MINUTE = Duration.minutes(1)
@@ -40,6 +47,29 @@ QUEUE_AGE_LIMIT_S = 15 * 60
 # OpenSearch: AWS's recommended alarms (docs: "Recommended CloudWatch alarms").
 FREE_STORAGE_SHARE = 0.25
 JVM_PRESSURE_PERCENT = 95
+# A streaming entry's longest run, as a share of its timeout, that means streams are near the cut.
+STREAM_DURATION_SHARE = 0.9
+
+
+def streaming_entries(scope: Construct) -> list[StreamingEntry]:
+    """Every streaming entry of the app (they live in the endpoints' nested stacks)."""
+    return [node for node in scope.node.root.node.find_all() if isinstance(node, StreamingEntry)]
+
+
+@jsii.implements(IValidation)
+class EveryStreamWatched:
+    """Fails the synth when a streaming entry was added after the monitoring (and so has no alarms)."""
+
+    def __init__(self, scope: Construct, watched: list[StreamingEntry]) -> None:
+        self.scope = scope
+        self.watched = {entry.node.path for entry in watched}
+
+    def validate(self) -> list[str]:
+        return [
+            f"the streaming entry {entry.node.path} has no alarms: create it before Monitoring"
+            for entry in streaming_entries(self.scope)
+            if entry.node.path not in self.watched
+        ]
 
 
 def topic_arn(scope: Construct, topic: str) -> str:
@@ -67,7 +97,10 @@ class Monitoring(Construct):
         authorizer: EndpointFunction,
         reserved_ingestion: Mapping[str, int] | None = None,
         alarm_topic: str | None = None,
+        streaming: Mapping[str, StreamingEntry] | None = None,
     ) -> None:
+        """`streaming`: the streaming entries by route function; by default every one in the app
+        (made before this construct: a later one fails the synth)."""
         super().__init__(scope, construct_id)
         prefix = f"{resources.APP}-{stage}"
         self.alarms: dict[str, cloudwatch.Alarm] = {}
@@ -129,6 +162,44 @@ class Monitoring(Construct):
             authorizer.function.metric_errors(period=PERIOD, statistic="Sum"),
             "The Lambda authorizer failed: every public request it failed on got a 500.",
         )
+        if streaming is None:
+            streaming = {entry.route_function: entry for entry in streaming_entries(self)}
+        self.node.add_validation(EveryStreamWatched(self, list(streaming.values())))
+        self.streaming = dict(streaming)
+        for name, entry in self.streaming.items():
+            twin = entry.function.function
+            short = f"{name.replace('_', '-')}-stream"
+            alarm(
+                f"{short}-5xx",
+                twin.metric("Url5xxCount", period=PERIOD, statistic="Sum"),
+                f"The streaming URL of {name} answered 5xx: the function failed or timed out before "
+                "its first frame.",
+            )
+            alarm(
+                f"{short}-errors",
+                twin.metric_errors(period=PERIOD, statistic="Sum"),
+                f"The streaming entry of {name} raised errors: a stream failed (perhaps after its "
+                "first frames, which a 5xx cannot show).",
+            )
+            capacity = (
+                f"its {entry.reserved_concurrency} reserved executions"
+                if entry.reserved_concurrency
+                else "the account's concurrency"
+            )
+            alarm(
+                f"{short}-throttles",
+                twin.metric_throttles(period=PERIOD, statistic="Sum"),
+                f"Streaming callers of {name} got 429: {capacity} ran out. If this is real demand, "
+                "raise STREAM_RESERVED_CONCURRENCY (infra/constructs/streaming.py).",
+            )
+            alarm(
+                f"{short}-duration",
+                twin.metric_duration(period=PERIOD, statistic="Maximum"),
+                f"A stream of {name} ran for 90% of the {STREAM_TIMEOUT_S // 60}-minute timeout: "
+                "longer ones are cut off mid-answer.",
+                threshold=STREAM_DURATION_SHARE * STREAM_TIMEOUT_S * 1000,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            )
         for name, fn in ingestion_functions.items():
             short = name.replace("_", "-")
             alarm(
@@ -244,5 +315,55 @@ class Monitoring(Construct):
                 ],
                 width=8,
             ),
+        )
+        if self.streaming:
+            twins = {name: entry.function.function for name, entry in self.streaming.items()}
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="Streaming URLs: requests and 5xx",
+                    left=[
+                        fn.metric("UrlRequestCount", period=PERIOD, statistic="Sum", label=f"{name} requests")
+                        for name, fn in twins.items()
+                    ],
+                    right=[
+                        fn.metric("Url5xxCount", period=PERIOD, statistic="Sum", label=f"{name} 5xx")
+                        for name, fn in twins.items()
+                    ],
+                    width=8,
+                ),
+                cloudwatch.GraphWidget(
+                    title="Streaming: concurrent streams, errors and throttles",
+                    left=[
+                        fn.metric("ConcurrentExecutions", period=PERIOD, statistic="Maximum", label=name)
+                        for name, fn in twins.items()
+                    ],
+                    right=[
+                        *(
+                            fn.metric_errors(period=PERIOD, label=f"{name} errors")
+                            for name, fn in twins.items()
+                        ),
+                        *(
+                            fn.metric_throttles(period=PERIOD, label=f"{name} 429")
+                            for name, fn in twins.items()
+                        ),
+                    ],
+                    width=8,
+                ),
+                cloudwatch.GraphWidget(
+                    title="Streaming: duration p95 and max",
+                    left=[
+                        *(
+                            fn.metric_duration(period=PERIOD, statistic="p95", label=f"{name} p95")
+                            for name, fn in twins.items()
+                        ),
+                        *(
+                            fn.metric_duration(period=PERIOD, statistic="Maximum", label=f"{name} max")
+                            for name, fn in twins.items()
+                        ),
+                    ],
+                    width=8,
+                ),
+            )
+        self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24),
         )

@@ -14,6 +14,18 @@ twin here, from the same folder, grants and layers, that Lambda runs under the L
 
 The HTTP API keeps its routes to the original function (JSON replies, and short streams as one
 body). docs/architecture.md ("Streaming in AWS") gives the reasons for this entry.
+
+Concurrency: function URLs have none of API Gateway's throttling, and a stream holds its execution
+environment for as long as it runs (up to 15 minutes), so without a cap a burst of streams (or of
+anonymous callers on the public URL) could take the account's concurrency from every other
+function. In prod each twin reserves STREAM_RESERVED_CONCURRENCY (25) executions: at most that many
+streams at once per route (about two new ones a second for 10-20 s answers), beyond which callers
+get Lambda's 429, the twin's throttles alarm fires (monitoring.py) and the cap can be raised; and
+those 25 stay available to the twin whatever the rest of the account does. Both URLs (public and
+agents) share the function's reservation. Other stages reserve nothing by default, as ingestion
+does, so a first deploy works on an account whose quota leaves no room (Lambda keeps 100
+unreserved: prod's 10 + 10 for ingestion and 25 + 25 here need a quota of at least 170).
+`stream_reserved_concurrency` on the app's config (CitegateConfig), when it has one, overrides it.
 """
 
 from __future__ import annotations
@@ -39,6 +51,8 @@ MakeFunction = Callable[..., EndpointFunction]
 # Lambda's maximum: a multi-round query with a model summary, or a long chat turn, has room.
 STREAM_TIMEOUT_S = 900
 AGENTS_ALIAS = "agents"
+# prod's reserved concurrency for each twin (module docstring).
+STREAM_RESERVED_CONCURRENCY = 25
 
 
 def streaming_functions() -> list[str]:
@@ -71,6 +85,15 @@ def _stack_config(scope: Construct) -> object | None:
     return getattr(stack, "config", None)
 
 
+def stream_reserved_concurrency(config: object | None) -> int:
+    """Each twin's reserved concurrency: the config's `stream_reserved_concurrency` when it sets one,
+    else STREAM_RESERVED_CONCURRENCY in prod and none (0) elsewhere."""
+    configured = getattr(config, "stream_reserved_concurrency", None)
+    if configured is not None:
+        return int(configured)
+    return STREAM_RESERVED_CONCURRENCY if getattr(config, "production", False) else 0
+
+
 class StreamingEntry(Construct):
     """The streaming twin of one route function, with its two function URLs."""
 
@@ -86,6 +109,11 @@ class StreamingEntry(Construct):
             code_dir=FUNCTIONS_DIR / function,
             environment={"CITEGATE_STREAM_FUNCTION": function},
         )
+        self.route_function = function
+        self.reserved_concurrency = stream_reserved_concurrency(config)
+        if self.reserved_concurrency:
+            cfn: lambda_.CfnFunction = self.function.function.node.default_child  # type: ignore[assignment]
+            cfn.reserved_concurrent_executions = self.reserved_concurrency
         origins = list(getattr(config, "page_origins", []) or [])
         cors = (
             lambda_.FunctionUrlCorsOptions(

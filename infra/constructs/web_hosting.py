@@ -157,7 +157,11 @@ class WebHosting(Construct):
             s3deploy.BucketDeployment(
                 self,
                 "Deploy",
-                sources=[s3deploy.Source.asset(str(dist))],
+                sources=[
+                    s3deploy.Source.asset(str(dist)),
+                    # Where the console sends its calls: the API is on another origin than the pages.
+                    s3deploy.Source.json_data("console/config.json", {"apiBase": api_urls[0]}),
+                ],
                 destination_bucket=self.bucket,
                 distribution=self.distribution,
                 distribution_paths=["/*"],

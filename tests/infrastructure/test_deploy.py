@@ -31,6 +31,7 @@ from cfnlint.api import ManualArgs, lint_file
 from infra.app import build
 from infra.constructs.ingestion import CONSUMER_MAX_CONCURRENCY, RESERVED_STEPS
 from infra.constructs.search import replicas_for
+from infra.constructs.streaming import STREAM_RESERVED_CONCURRENCY, stream_name, streaming_functions
 from tests.infrastructure.synth import Resources, Synth, synthesize, text
 
 import citegate.search.opensearch as opensearch
@@ -540,7 +541,9 @@ def test_ingestion_cannot_starve_the_api(synth: Synth) -> None:
         if "ReservedConcurrentExecutions" in v["Properties"]
         and isinstance(v["Properties"].get("FunctionName"), str)
     }
-    expected = dict.fromkeys(RESERVED_STEPS, 10) if config.production else {}
+    # (and each streaming twin: function URLs have no API Gateway throttling)
+    twins = dict.fromkeys(map(stream_name, streaming_functions()), STREAM_RESERVED_CONCURRENCY)
+    expected = {**dict.fromkeys(RESERVED_STEPS, 10), **twins} if config.production else {}
     assert reserved == expected
     (mapping,) = of_type(res, "AWS::Lambda::EventSourceMapping").values()
     assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": CONSUMER_MAX_CONCURRENCY}

@@ -9,6 +9,10 @@
 - Nothing: an anonymous caller (public-read where a route allows it).
 SigV4 callers come through the IAM front door instead (citegate.identity.resolve).
 
+With a `cache` (the authorizer passes citegate.identity.credential_cache.CREDENTIALS), accepted
+agent credentials and JWTs are remembered for at most 60 s; that module says what is kept and why
+revocation still applies within that bound.
+
 Cross-site request forgery: a browser attaches cookies to requests that other sites trigger, so a
 cookie-authenticated request that can change state (any method but GET, HEAD, OPTIONS) must come
 from an allowed page: its `Origin` (or, without one, its `Referer`) must be the API's own origin
@@ -29,6 +33,7 @@ from citegate.identity.principal import Principal, anonymous
 from citegate.settings import Settings
 
 if TYPE_CHECKING:
+    from citegate.identity.credential_cache import CredentialCache
     from citegate.policy.store import PolicyStore
 
 AGENT_TOKEN_PREFIX = "cgat_"
@@ -70,19 +75,28 @@ def _jwt_verifier(settings: Settings) -> Any:
         return _verifiers[key]
 
 
-def agent_from_secret(secret: str, kind: str, policies: PolicyStore) -> AuthResult:
+def agent_from_secret(
+    secret: str, kind: str, policies: PolicyStore, cache: CredentialCache | None = None
+) -> AuthResult:
+    from citegate.identity.credential_cache import digest
+
+    # An agent's principal is its credential record's alone: no setting shapes it, so no scope.
+    key = digest(secret) if cache is not None else ""
+    if cache is not None and (known := cache.get(kind, key, None)) is not None:
+        return AuthResult(known)
     record = policies.agent_for_secret(secret, kind)
     if record is None:
         what = "agent token" if kind == "token" else "caller agent key"
         return AuthResult(None, f"the {what} is not valid or was revoked")
-    return AuthResult(
-        Principal(
-            type="agent",
-            id=str(record["agent_id"]),
-            tenant_id=str(record["tenant_id"]),
-            claims={"auth": kind, "credential_id": record["credential_id"]},
-        )
+    principal = Principal(
+        type="agent",
+        id=str(record["agent_id"]),
+        tenant_id=str(record["tenant_id"]),
+        claims={"auth": kind, "credential_id": record["credential_id"]},
     )
+    if cache is not None:
+        cache.put(kind, key, None, principal)
+    return AuthResult(principal)
 
 
 def cookie(cookies: Iterable[str] | None, name: str) -> str | None:
@@ -139,12 +153,13 @@ def authenticate(
     *,
     cookies: Iterable[str] | None = None,
     method: str | None = None,
+    cache: CredentialCache | None = None,
 ) -> AuthResult:
     authorization = header(headers, "authorization")
     caller_key = header(headers, CALLER_KEY_HEADER)
     if not authorization:
         if caller_key and policies is not None:
-            return agent_from_secret(caller_key.strip(), "caller_key", policies)
+            return agent_from_secret(caller_key.strip(), "caller_key", policies, cache)
         name = str(getattr(settings, "auth_cookie", DEFAULT_AUTH_COOKIE) or DEFAULT_AUTH_COOKIE)
         from_cookie = cookie(cookies, name)
         if from_cookie is None:
@@ -152,34 +167,54 @@ def authenticate(
         refusal = cross_site_refusal(method, headers, allowed_origins(settings))
         if refusal is not None:
             return AuthResult(None, refusal, status=403)
-        return bearer(from_cookie.strip(), settings, policies)
+        return bearer(from_cookie.strip(), settings, policies, cache)
     scheme, _, credential = authorization.partition(" ")
     credential = credential.strip()
     if scheme.lower() != "bearer" or not credential:
         return AuthResult(None, "the Authorization header must be 'Bearer <token>'")
-    return bearer(credential, settings, policies)
+    return bearer(credential, settings, policies, cache)
 
 
-def bearer(credential: str, settings: Settings, policies: PolicyStore | None) -> AuthResult:
+def bearer(
+    credential: str, settings: Settings, policies: PolicyStore | None, cache: CredentialCache | None = None
+) -> AuthResult:
     """The principal of a bearer credential: the spec 004 token, an agent token or a JWT."""
     from citegate.secrets import secret_value
 
     expected = secret_value(settings.api_token, settings.api_token_secret_arn)
-    # Constant-time comparison: the token is a shared secret.
+    # Constant-time comparison: the token is a shared secret. Never cached: this is the cheap check.
     if expected and hmac.compare_digest(credential.encode(), expected.encode()):
         return AuthResult(
             Principal(type="service", id=settings.service_principal_id, tenant_id=settings.default_tenant)
         )
     if credential.startswith(AGENT_TOKEN_PREFIX) and policies is not None:
-        return agent_from_secret(credential, "token", policies)
+        return agent_from_secret(credential, "token", policies, cache)
     if settings.oidc_issuer and settings.oidc_audience:
-        from citegate.identity.jwt_verify import JwtError, looks_like_jwt
+        from citegate.identity.jwt_verify import looks_like_jwt
 
         if looks_like_jwt(credential):
-            try:
-                claims = _jwt_verifier(settings).verify(credential)
-            except JwtError as error:
-                return AuthResult(None, f"the identity token was refused: {error.reason}")
-            tenant = str(claims.get("tenant_id") or claims.get("tid") or settings.default_tenant)
-            return AuthResult(Principal(type="human", id=str(claims["sub"]), tenant_id=tenant, claims=claims))
+            return _person(credential, settings, cache)
     return AuthResult(None, "the bearer token is not valid")
+
+
+def _person(token: str, settings: Settings, cache: CredentialCache | None) -> AuthResult:
+    """A person's JWT, verified against the issuer's JWKS (or remembered from a verification)."""
+    from citegate.identity.credential_cache import digest
+    from citegate.identity.jwt_verify import JwtError
+
+    # The issuer, audience and default tenant decide whether and as whom a token is accepted.
+    scope = (settings.oidc_issuer, settings.oidc_audience, settings.oidc_jwks_url, settings.default_tenant)
+    key = digest(token) if cache is not None else ""
+    if cache is not None and (known := cache.get("jwt", key, scope)) is not None:
+        return AuthResult(known)
+    try:
+        claims = _jwt_verifier(settings).verify(token)
+    except JwtError as error:
+        return AuthResult(None, f"the identity token was refused: {error.reason}")
+    tenant = str(claims.get("tenant_id") or claims.get("tid") or settings.default_tenant)
+    principal = Principal(type="human", id=str(claims["sub"]), tenant_id=tenant, claims=claims)
+    if cache is not None:
+        exp = claims.get("exp")
+        # Never past the token's own expiry (exp is required and numeric once verified).
+        cache.put("jwt", key, scope, principal, not_after=float(exp) if isinstance(exp, int | float) else 0.0)
+    return AuthResult(principal)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from citegate.errors import NotFound
+from citegate.identity.credential_cache import forget as forget_credential
 from citegate.identity.principal import Principal
 from citegate.policy.model import Policy
 from citegate.store.dynamo import from_item, is_conditional_failure, query_all, scan_all, to_item, utc_now
@@ -34,7 +35,9 @@ def _hash(secret: str) -> str:
 class PolicyStore:
     """Policies are read on every call, so they are cached for a few seconds per process: a change
     through the admin route applies at once here and within `cache_seconds` everywhere else.
-    Credentials are never cached, so a revocation applies to the very next call."""
+    The store never caches credentials; the authorizer remembers accepted ones for at most 60 s
+    (citegate.identity.credential_cache), so a revocation applies at once in this process and
+    within 60 s everywhere else."""
 
     def __init__(self, policies: Any, credentials: Any, cache_seconds: float = 5.0) -> None:
         self._policies = policies
@@ -175,6 +178,7 @@ class PolicyStore:
                 ExpressionAttributeNames={"#s": "status"},
                 ExpressionAttributeValues={":revoked": "revoked", ":now": utc_now()},
             )
+            forget_credential(item["credential_hash"])
             return {"credential_id": credential_id, "agent_id": agent_id, "status": "revoked"}
         raise NotFound(f"credential {credential_id!r} of agent {agent_id!r} not found")
 
