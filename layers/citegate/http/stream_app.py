@@ -381,46 +381,13 @@ async def _send_response(send: Send, result: dict[str, Any]) -> None:
 
 
 async def _send_stream(stream: Any, request_id: str, receive: Receive, send: Send) -> None:
-    """Each frame as it is produced (no Content-Length: chunked, which LWA streams on); the stream
-    closed on this path whatever happens, shielded from cancellation (compare the local gateway's
-    LambdaStreamResponse)."""
-    import anyio
-    import anyio.to_thread
-
-    from citegate.http.streaming import SSE, SSE_HEADERS
+    """Each frame as it is produced (chunked, which LWA streams on), the stream closed on this path
+    whatever happens: the same delivery as the local gateway's (citegate.http.streaming.deliver)."""
+    from citegate.http.streaming import SSE, SSE_HEADERS, deliver
 
     headers = [(b"content-type", SSE.encode()), (REQUEST_ID_HEADER.encode(), request_id.encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items()]
-    try:
-        async with anyio.create_task_group() as group:
-
-            async def hang_up_watch() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                group.cancel_scope.cancel()
-
-            group.start_soon(hang_up_watch)
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            while True:
-                frame = await anyio.to_thread.run_sync(next, stream, None)
-                if frame is None:
-                    break
-                data = frame.encode() if isinstance(frame, str) else bytes(frame)
-                await send({"type": "http.response.body", "body": data, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            group.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(_close, stream)
-
-
-def _close(stream: Any) -> None:
-    from citegate.observability import logger
-
-    try:
-        stream.close()
-    except Exception:
-        logger.exception("closing a stream failed")
+    await deliver(stream, headers, receive, send)
 
 
 def create_app(function: str | None = None, handler_file: Path | None = None) -> StreamApp:

@@ -226,3 +226,43 @@ def sse_handler(app: LazyResolver, *, family: Family) -> Callable[[dict[str, Any
         return {"statusCode": 200, "headers": {"Content-Type": SSE, **SSE_HEADERS}, "body": body}
 
     return lambda_handler
+
+
+async def deliver(stream: Any, headers: list[tuple[bytes, bytes]], receive: Any, send: Any) -> None:
+    """An EventStream sent over ASGI frame by frame, as Lambda response streaming sends it (no
+    Content-Length: chunked), by the local gateway and by the AWS streaming entry
+    (citegate.http.stream_app). Frames are pulled in worker threads. A client that goes away (an
+    ASGI `http.disconnect`) ends the delivery, and in every case the stream is closed here, on the
+    request's own path and shielded from cancellation, so the route's cleanup and the call's audit
+    record run once and never in a finalizer."""
+    import anyio
+    import anyio.to_thread
+
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def hang_up_watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                group.cancel_scope.cancel()
+
+            group.start_soon(hang_up_watch)
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            while True:
+                frame = await anyio.to_thread.run_sync(next, stream, None)
+                if frame is None:
+                    break
+                data = frame.encode() if isinstance(frame, str) else bytes(frame)
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(_close_quietly, stream)
+
+
+def _close_quietly(stream: Any) -> None:
+    try:
+        stream.close()
+    except Exception:
+        logger.exception("closing a stream failed")

@@ -42,6 +42,7 @@ from citegate.errors import (
     error_code,
     error_details,
 )
+from citegate.http.streaming import deliver
 from citegate.identity.sigv4 import LocalIamIdentity, SigV4Error, load_local_iam_credentials, verify_sigv4
 from citegate.local.functions import (
     ENVIRONMENT_WAIT_SECONDS,
@@ -220,37 +221,11 @@ class LambdaStreamResponse(Response):
         self.on_done = on_done
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        stream = self.stream
         try:
-            async with anyio.create_task_group() as group:
-
-                async def hang_up_watch() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    group.cancel_scope.cancel()
-
-                group.start_soon(hang_up_watch)
-                await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-                while True:
-                    frame = await anyio.to_thread.run_sync(next, stream, None)
-                    if frame is None:
-                        break
-                    data = frame.encode() if isinstance(frame, str) else bytes(frame)
-                    await send({"type": "http.response.body", "body": data, "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-                group.cancel_scope.cancel()
+            await deliver(self.stream, self.raw_headers, receive, send)
         finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_close, stream)
-                if self.on_done is not None:
-                    self.on_done()
-
-
-def _close(stream: Any) -> None:
-    try:
-        stream.close()
-    except Exception:
-        logger.exception("closing a stream failed")
+            if self.on_done is not None:
+                self.on_done()
 
 
 def to_response(result: Any, request_id: str) -> Response:
