@@ -31,7 +31,7 @@ from citegate.client import (
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_AUTH, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 INGEST_SUFFIXES = {".md", ".markdown", ".txt", ".text", ".pdf", ".html", ".htm"}
-INLINE_LIMIT = 4 * 1024 * 1024  # the API's decoded limit for base64_file (settings); larger goes via an upload
+INLINE_LIMIT = 4 * 1024 * 1024  # the API's decoded base64_file limit (settings); larger: an upload
 UNAVAILABLE_STATUSES = (502, 503, 504)
 RATE_LIMIT_PATIENCE_S = 900  # bulk commands wait out 429s for at most this long in all
 

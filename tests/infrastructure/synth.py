@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,3 +150,18 @@ def domain_access_policy(resources: Resources) -> dict[str, Any]:
     (domain,) = [v for v in resources.values() if v["Type"] == "AWS::OpenSearchService::Domain"]
     policy: dict[str, Any] = domain["Properties"]["AccessPolicies"]
     return policy
+
+
+def refs(node: Any) -> Iterator[str]:
+    """The logical ids a template fragment refers to (Ref and Fn::GetAtt), anywhere inside it."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Ref" and isinstance(value, str):
+                yield value
+            elif key == "Fn::GetAtt":
+                yield value[0]
+            else:
+                yield from refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from refs(value)

@@ -32,7 +32,7 @@ from infra.app import build
 from infra.constructs.ingestion import CONSUMER_MAX_CONCURRENCY, RESERVED_STEPS
 from infra.constructs.search import replicas_for
 from infra.constructs.streaming import STREAM_RESERVED_CONCURRENCY, stream_name, streaming_functions
-from tests.infrastructure.synth import Resources, Synth, synthesize, text
+from tests.infrastructure.synth import Resources, Synth, refs, synthesize, text
 
 import citegate.search.opensearch as opensearch
 from citegate import resources, routes
@@ -71,20 +71,6 @@ def synth(request: pytest.FixtureRequest) -> Iterator[Synth]:
 
 def of_type(res: Resources, *kinds: str) -> Resources:
     return {k: v for k, v in res.items() if v["Type"] in kinds}
-
-
-def refs(node: Any) -> Iterator[str]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "Ref" and isinstance(value, str):
-                yield value
-            elif key == "Fn::GetAtt":
-                yield value[0]
-            else:
-                yield from refs(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from refs(value)
 
 
 # ----------------------------------------------------------------------------- environment

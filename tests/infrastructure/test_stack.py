@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from infra.constructs.endpoint_function import (
 )
 from infra.constructs.streaming import stream_name, streaming_functions
 from infra.stack import CitegateConfig, CitegateStack
-from tests.infrastructure.synth import Synth, domain_access_policy, synthesize, text
+from tests.infrastructure.synth import Synth, domain_access_policy, refs, synthesize, text
 
 from citegate import resources, routes
 
@@ -95,20 +94,6 @@ def actions_of(res: Resources, function: str) -> set[str]:
         action = statement["Action"]
         found.update([action] if isinstance(action, str) else action)
     return found
-
-
-def refs(node: Any) -> Iterator[str]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "Ref" and isinstance(value, str):
-                yield value
-            elif key == "Fn::GetAtt":
-                yield value[0]
-            else:
-                yield from refs(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from refs(value)
 
 
 def arn_texts(res: Resources, logical: str) -> tuple[str, ...]:

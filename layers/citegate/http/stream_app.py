@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from urllib.parse import parse_qsl
 
 from citegate import routes
 from citegate.errors import CitegateError, Forbidden, RouteNotFound, error_body, error_code, error_details
+from citegate.http.events import payload_event
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -57,7 +57,6 @@ REQUEST_CONTEXT_HEADER = "x-amzn-request-context"
 LAMBDA_CONTEXT_HEADER = "x-amzn-lambda-context"
 REQUEST_ID_HEADER = "x-request-id"
 DEFAULT_PORT = 8080  # LWA's default AWS_LWA_PORT
-_TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded", "application/xml")
 
 
 class MethodNotAllowed(CitegateError):
@@ -117,18 +116,6 @@ def load_handler(handler_file: Path) -> ModuleType:
     return module
 
 
-def _is_text(content_type: str, body: bytes) -> bool:
-    if not body:
-        return True
-    if not content_type.startswith(_TEXT_TYPES):
-        return False
-    try:
-        body.decode()
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def build_event(
     scope: Scope,
     headers: dict[str, str],
@@ -139,10 +126,6 @@ def build_event(
     request_context: dict[str, Any],
 ) -> dict[str, Any]:
     """The HTTP API's payload-2.0 event for this request (what the route's handler reads)."""
-    query = scope.get("query_string", b"").decode("latin-1")
-    params: dict[str, str] = {}
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        params[key] = f"{params[key]},{value}" if key in params else value
     now = time.time()
     http = dict(request_context.get("http") or {})
     client = scope.get("client") or ("127.0.0.1", 0)
@@ -160,25 +143,16 @@ def build_event(
     }
     context.setdefault("time", dt.datetime.fromtimestamp(now, dt.UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"))
     context.setdefault("timeEpoch", int(now * 1000))
-    is_text = _is_text(headers.get("content-type", ""), body)
-    event: dict[str, Any] = {
-        "version": "2.0",
-        "routeKey": route.route_key,
-        "rawPath": scope["path"],
-        "rawQueryString": query,
-        "headers": headers,
-        "requestContext": context,
-        "isBase64Encoded": not is_text,
-    }
-    if cookies:
-        event["cookies"] = cookies
-    if params:
-        event["queryStringParameters"] = params
-    if path_params:
-        event["pathParameters"] = path_params
-    if body:
-        event["body"] = body.decode() if is_text else base64.b64encode(body).decode()
-    return event
+    return payload_event(
+        route_key=route.route_key,
+        raw_path=scope["path"],
+        raw_query=scope.get("query_string", b"").decode("latin-1"),
+        headers=headers,
+        request_context=context,
+        body=body,
+        cookies=cookies,
+        path_params=path_params,
+    )
 
 
 def authorizer_event(event: dict[str, Any]) -> dict[str, Any]:

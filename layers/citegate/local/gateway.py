@@ -18,7 +18,6 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
 
 import anyio
 import anyio.to_thread
@@ -42,6 +41,7 @@ from citegate.errors import (
     error_code,
     error_details,
 )
+from citegate.http.events import payload_event
 from citegate.http.streaming import deliver
 from citegate.identity.sigv4 import LocalIamIdentity, SigV4Error, load_local_iam_credentials, verify_sigv4
 from citegate.local.functions import (
@@ -59,7 +59,6 @@ MAX_PAYLOAD_BYTES = 10 * 1024 * 1024  # API Gateway's limit
 # Lambda refuses a synchronous invocation whose event is larger, before the handler runs.
 MAX_EVENT_BYTES = 6 * 1024 * 1024
 _ROUTE_ARN_PREFIX = "arn:aws:execute-api:local:000000000000:local/$default/"
-_TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded", "application/xml")
 
 
 class MethodNotAllowed(CitegateError):
@@ -82,16 +81,6 @@ def _error(error: CitegateError, family: routes.Family, request_id: str) -> Resp
     )
 
 
-def _is_utf8(body: bytes) -> bool:
-    """A text body that is not UTF-8 reaches the handler base64-encoded, as bytes, so the handler
-    can refuse it (400) instead of the gateway failing to decode it."""
-    try:
-        body.decode()
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def build_event(
     request: Request, body: bytes, route: routes.Route, path_params: dict[str, str], request_id: str
 ) -> dict[str, Any]:
@@ -101,20 +90,13 @@ def build_event(
         if key == "cookie":
             continue
         headers[key] = f"{headers[key]},{value}" if key in headers else value
-    query = parse_qsl(request.url.query, keep_blank_values=True)
-    params: dict[str, str] = {}
-    for key, value in query:
-        params[key] = f"{params[key]},{value}" if key in params else value
-    content_type = headers.get("content-type", "")
-    is_text = not body or (content_type.startswith(_TEXT_TYPES) and _is_utf8(body))
     now = time.time()
-    event: dict[str, Any] = {
-        "version": "2.0",
-        "routeKey": route.route_key,
-        "rawPath": request.url.path,
-        "rawQueryString": request.url.query,
-        "headers": headers,
-        "requestContext": {
+    return payload_event(
+        route_key=route.route_key,
+        raw_path=request.url.path,
+        raw_query=request.url.query,
+        headers=headers,
+        request_context={
             "accountId": "000000000000",
             "apiId": "local",
             "domainName": request.url.hostname or "127.0.0.1",
@@ -132,17 +114,10 @@ def build_event(
             "time": dt.datetime.fromtimestamp(now, dt.UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
             "timeEpoch": int(now * 1000),
         },
-        "isBase64Encoded": not is_text,
-    }
-    if "cookie" in request.headers:
-        event["cookies"] = [c.strip() for c in request.headers["cookie"].split(";") if c.strip()]
-    if params:
-        event["queryStringParameters"] = params
-    if path_params:
-        event["pathParameters"] = path_params
-    if body:
-        event["body"] = body.decode() if is_text else base64.b64encode(body).decode()
-    return event
+        body=body,
+        cookies=[c.strip() for c in request.headers.get("cookie", "").split(";") if c.strip()],
+        path_params=path_params,
+    )
 
 
 def authorize(event: dict[str, Any]) -> dict[str, Any]:

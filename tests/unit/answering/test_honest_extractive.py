@@ -175,7 +175,7 @@ def test_focus_met_answers(answerer: ExtractiveAnswerer) -> None:
 def test_a_measure_frame_is_the_focus_not_a_term_the_passage_must_mention(
     answerer: ExtractiveAnswerer, question: str
 ) -> None:
-    """"long" and "take" in "how long does it take" ask for a duration, as 多久 does: a passage that
+    """The words "long" and "take" in "how long does it take" ask for a duration, as 多久 does: a passage that
     gives the duration answers, though it says neither word; one that gives none declines."""
     kettle = [Evidence(1, "r1", "The kettle boils water in 2 minutes. It has a steel body.", 1.0)]
     draft = answerer.answer(question, kettle)
