@@ -20,6 +20,12 @@ function's total of code and layers unzipped against Lambda's 250 MB limit, the 
 
     uv run python benchmarks/cold_start.py [--runs 5] [--only kb_ask answer_ask] [--no-sizes]
 
+`--as-lambda` imports each handler as Lambda does instead: the runtime's Python
+(infra.bundling.runtime_python(), or `--python`), no site-packages (`-S`), and on the path only
+the function's own built layers (the newest build in the layer build folders made for that
+Python's version) and the shared layer's sources. `--python python3.11` with the layers built
+before the move to python3.12 gives the earlier figure (both are in docs/architecture.md).
+
 The machine may be shared: the load average is printed beside the figures.
 """
 
@@ -101,16 +107,38 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def import_once(function: str | None, tree: Path = REPO) -> tuple[list[ImportLine], float]:
+@dataclass(frozen=True)
+class LambdaLike:
+    """How to import a handler as Lambda does: this interpreter, and each function's layer folders."""
+
+    python: str
+    folders: dict[str, list[str]]  # function -> its layers' `python` folders, in Lambda's order
+
+
+def import_once(
+    function: str | None, tree: Path = REPO, as_lambda: LambdaLike | None = None
+) -> tuple[list[ImportLine], float]:
     """One fresh interpreter importing the handler (None: importing nothing); its -X importtime
     lines and the CPU milliseconds the whole process used (less sensitive to a busy machine).
-    `tree`: another checkout to measure (its layers/ comes first on the path), e.g. a baseline."""
+    `tree`: another checkout to measure (its layers/ comes first on the path), e.g. a baseline.
+    `as_lambda`: the runtime's interpreter with only the function's layers on the path."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHONPROFILEIMPORTTIME")}
-    if tree != REPO:
+    python, flags = sys.executable, ["-X", "importtime"]
+    if as_lambda is not None:
+        python, flags = as_lambda.python, ["-S", "-X", "importtime"]
+        folders = as_lambda.folders.get(function, []) if function else []
+        env = {
+            "PATH": env.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join([*folders, str(tree / "layers")]),
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "POWERTOOLS_TRACE_DISABLED": "1",
+            "POWERTOOLS_METRICS_DISABLED": "1",
+        }
+    elif tree != REPO:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree / "layers"), env.get("PYTHONPATH")]))
     cpu = _children_cpu_s()
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import handler" if function else "pass"],
+        [python, *flags, "-c", "import handler" if function else "pass"],
         cwd=tree / "functions" / function if function else REPO,
         env=env,
         capture_output=True,
@@ -124,16 +152,23 @@ def import_once(function: str | None, tree: Path = REPO) -> tuple[list[ImportLin
     return parse_importtime(done.stderr), cpu * 1000
 
 
-def bare_interpreter_cpu_ms(runs: int) -> float:
+def bare_interpreter_cpu_ms(runs: int, as_lambda: LambdaLike | None = None) -> float:
     """The CPU time of an interpreter that imports nothing, subtracted from each handler's."""
-    import_once(None)
-    return statistics.median(import_once(None)[1] for _ in range(runs))
+    import_once(None, as_lambda=as_lambda)
+    return statistics.median(import_once(None, as_lambda=as_lambda)[1] for _ in range(runs))
 
 
-def time_handler(function: str, runs: int, top: int, bare_cpu_ms: float, tree: Path = REPO) -> HandlerTiming:
+def time_handler(
+    function: str,
+    runs: int,
+    top: int,
+    bare_cpu_ms: float,
+    tree: Path = REPO,
+    as_lambda: LambdaLike | None = None,
+) -> HandlerTiming:
     try:
-        import_once(function, tree)  # warm-up: .pyc files written, page cache filled
-        samples = [import_once(function, tree) for _ in range(runs)]
+        import_once(function, tree, as_lambda)  # warm-up: .pyc files written, page cache filled
+        samples = [import_once(function, tree, as_lambda) for _ in range(runs)]
     except (RuntimeError, LookupError, subprocess.TimeoutExpired) as error:
         return HandlerTiming(function, [], None, None, error=str(error))
     trees = [handler_subtree(lines) for lines, _ in samples]
@@ -221,6 +256,44 @@ def dependency_layer_sizes(architecture: str, embedder: str) -> tuple[dict[str, 
         stale = "" if current else " (STALE: an earlier uv.lock or build recipe)"
         where[group] = str(found.relative_to(REPO) if found.is_relative_to(REPO) else found) + stale
     return sizes, where
+
+
+def python_version(python: str) -> str:
+    done = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return done.stdout.strip()
+
+
+def lambda_like(python: str | None, functions: list[str], architecture: str, embedder: str) -> LambdaLike:
+    """Each function's dependency layer folders, as built for `python`'s version (newest build)."""
+    from infra import bundling
+
+    python = python or bundling.runtime_python()
+    if python is None:
+        raise SystemExit(f"--as-lambda needs python{bundling.PYTHON_VERSION} here (or --python)")
+    version = python_version(python)
+    newest: dict[str, Path] = {}
+    for folder in sorted(
+        (p for d in LAYER_BUILD_DIRS if d.is_dir() for p in d.glob(f"*-{architecture}-*")),
+        key=lambda p: p.stat().st_mtime,
+    ):
+        meta = folder / ".citegate-layer.json"
+        if meta.exists() and json.loads(json.loads(meta.read_text())["key"]).get("python") == version:
+            newest[folder.name.rsplit(f"-{architecture}-", 1)[0]] = folder
+    extras = function_layers()
+    folders = {}
+    for function in functions:
+        groups = bundling.groups_for(extras.get(function, []), embedder)
+        missing = [g for g in groups if g not in newest]
+        if missing:
+            raise SystemExit(f"no layer build of {missing} for Python {version}: run infra.bundling first")
+        folders[function] = [str(newest[g] / "python") for g in groups]
+    return LambdaLike(python, folders)
 
 
 def shared_layer_size() -> int:
@@ -344,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", default="use")
     parser.add_argument("--tree", type=Path, default=REPO, help="measure another checkout's handlers")
     parser.add_argument("--out", type=Path, default=REPO / "bench-results" / "cold_start.json")
+    parser.add_argument(
+        "--as-lambda", action="store_true", help="the runtime's Python with only the built layers"
+    )
+    parser.add_argument("--python", default=None, help="with --as-lambda: this interpreter")
     args = parser.parse_args(argv)
 
     tree = args.tree.resolve()
@@ -354,11 +431,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no handler for {sorted(unknown)}")
         functions = [f for f in functions if f in args.only]
 
+    as_lambda = (
+        lambda_like(args.python, functions, args.architecture, args.embedder) if args.as_lambda else None
+    )
     load_before = os.getloadavg()
-    bare_cpu = bare_interpreter_cpu_ms(args.runs)
+    bare_cpu = bare_interpreter_cpu_ms(args.runs, as_lambda)
     timings = []
     for function in functions:
-        timing = time_handler(function, args.runs, args.top, bare_cpu, tree)
+        timing = time_handler(function, args.runs, args.top, bare_cpu, tree, as_lambda)
         timings.append(timing)
         shown = timing.error or f"{timing.median_ms:.0f} ms (CPU {timing.cpu_ms:.0f} ms)"
         print(f"  {function:32s} {shown}", file=sys.stderr, flush=True)
@@ -378,9 +458,15 @@ def main(argv: list[str] | None = None) -> int:
                 **stamp(),
                 "bar_ms": BAR_MS,
                 "runs": args.runs,
-                "python": sys.version.split()[0],
+                "python": python_version(as_lambda.python) if as_lambda else sys.version.split()[0],
+                "as_lambda": as_lambda is not None,
                 "load_average": load,
-                "command": "cd functions/<name> && python -X importtime -c 'import handler'",
+                "command": (
+                    "cd functions/<name> && PYTHONPATH=<its layers>:layers python -S -X importtime "
+                    "-c 'import handler'"
+                    if as_lambda
+                    else "cd functions/<name> && python -X importtime -c 'import handler'"
+                ),
                 "handlers": [asdict(t) for t in timings],
                 "sizes": sizes,
             },

@@ -6,31 +6,31 @@ Three kinds of layer, each a folder laid out the way Lambda expects (`python/...
 - dependencies: the runtime dependencies exported from the root lock file
   (`uv export --frozen --no-dev --no-hashes --no-emit-project --extra mcp`: no `local` extra, no `e5`
   extra, no dependency group), installed for Lambda with
-  `uv pip install --python-platform x86_64-manylinux2014 --python-version 3.11 --only-binary :all:
-  --no-deps --target <folder>/python` (aarch64 for arm64). uv takes the wheels from its cache, which
-  `make install` has already filled with the lock's wheels (the same manylinux wheels for x86_64),
-  so a build downloads only what the lock's own environment does not use (LAMBDA_PINS).
+  `uv pip install --python-platform x86_64-manylinux_2_34 --python-version 3.12 --only-binary :all:
+  --no-deps --target <folder>/python` (aarch64 for arm64): the python3.12 runtime's CPython and
+  glibc. uv takes the wheels from its cache; a first build downloads the lock's cp312 wheels of
+  the packages with compiled parts (numpy, pydantic-core, lxml...: about 40 MB), later builds none.
   They are split into layers by the lock's dependency graph, because together they do not fit
   Lambda's 250 MB limit (function + layers, unzipped; sizes measured below):
     base      everything every function may import (powertools, pydantic, boto3 with botocore's
-              models of the services citegate calls only, opensearch-py, httpx, numpy);
+              models of the services citegate calls only, opensearch-py, httpx, numpy) and the
+              text analysis relevance and answers rest on (tantivy's analyzers, jieba's segmenter
+              without its part-of-speech and keyword models);
     parsing   what only the parse step imports (pypdf, trafilatura with lxml, babel, dateparser...);
-    answering what only the functions that answer import: the offline extractive answerer
-              (tantivy's analyzers, jieba's segmenter without its part-of-speech and keyword
-              models) and the OpenAI SDK for a configured model;
-    llm       the OpenAI SDK alone, for the embedding functions when embeddings come from an
-              endpoint;
+    llm       the OpenAI SDK, for the functions that answer (a configured model) and the
+              embedding functions when embeddings come from an endpoint (a spec's "answering"
+              extra is this layer);
     auth      joserfc with cryptography (JWT verification), for the authorizer only;
     stream    what a streaming entry adds (infra/constructs/streaming.py): uvicorn (the web server
               the Lambda Web Adapter runs) and the embedder. One layer, because Lambda allows a
-              function 5 layers: shared, base, answering, stream and the adapter's.
+              function 5 layers: shared, base, llm, stream and the adapter's.
     embedder  the offline embedding model (USE multilingual v3 and its weights), only for the
               functions that embed text; none when embeddings come from an endpoint;
     mcp       the MCP SDK with its ASGI stack (starlette, sse-starlette, jsonschema), for the /mcp
               function only.
   Each layer holds the lock closure of its roots minus what an earlier layer holds, and every
   package is installed with `--no-deps` at the version the lock pins, so the three together are
-  exactly the lock's runtime set (see LAMBDA_PINS and UNUSED_PACKAGES for the two exceptions).
+  exactly the lock's runtime set (see LAMBDA_PINS and UNUSED_PACKAGES for the exceptions).
   Measured (x86_64, hash-based .pyc included; arm64 within 5%) before the split of issue 20:
   base 151.7 MB, parsing 59.2 MB, answering 47.8 MB, embedder-use 33.2 MB, mcp 7.2 MB, shared
   2.3 MB; largest function ask (base + answering + embedder + shared) 235.0 MB of 262.1 MB. After:
@@ -73,8 +73,10 @@ SHARED_SOURCE = REPO / "layers" / "citegate"
 LOCK_FILE = REPO / "uv.lock"
 
 # Bump when the build recipe changes: it is part of the cache key.
-BUNDLER_VERSION = "5"
-PYTHON_VERSION = "3.11"
+BUNDLER_VERSION = "7"
+# The Lambda runtime (python3.12: the first with SnapStart). The lock admits 3.11 and 3.12, so it
+# holds cp312 wheels of every compiled dependency; the local venv may be either.
+PYTHON_VERSION = "3.12"
 # Lambda's limit on a function's code plus all its layers, unzipped: 250 MB (262,144,000 bytes).
 LAMBDA_UNZIPPED_LIMIT = 262_144_000
 # What a function's code with the layers built here may unzip to: issue 20's goal, 60% of the
@@ -86,17 +88,16 @@ FUNCTION_BUDGET = int(LAMBDA_UNZIPPED_LIMIT * 0.60)
 # room against Lambda's own limit, not against the budget of what we build.
 LWA_LAYER_ALLOWANCE = 10_000_000
 
-# Lambda's python3.11 runtime runs on Amazon Linux 2 (glibc 2.26): only manylinux2014
-# (= manylinux_2_17) wheels load there; a manylinux_2_28 wheel installs fine and fails at import.
-PIP_PLATFORMS: Mapping[str, str] = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
+# Lambda's python3.12 runtime runs on Amazon Linux 2023 (glibc 2.34): wheels up to manylinux_2_34
+# load there; a newer one (manylinux_2_35+) installs fine and fails at import, so none is accepted.
+PIP_PLATFORMS: Mapping[str, str] = {"x86_64": "manylinux_2_34_x86_64", "arm64": "manylinux_2_34_aarch64"}
 # The same targets in uv's spelling (`uv pip install --python-platform`).
-UV_PLATFORMS: Mapping[str, str] = {"x86_64": "x86_64-manylinux2014", "arm64": "aarch64-manylinux2014"}
+UV_PLATFORMS: Mapping[str, str] = {"x86_64": "x86_64-manylinux_2_34", "arm64": "aarch64-manylinux_2_34"}
 
-# Versions that differ from the lock for Lambda only, and why. numpy 2.3+ publishes no
-# manylinux2014 wheel (manylinux_2_27/2_28 only), so the lock's numpy cannot load on the python3.11
-# runtime; 2.2.6 is the last release with one. Remove this entry once pyproject.toml caps numpy
-# below 2.3 (or the project moves to python3.12, whose runtime is Amazon Linux 2023, glibc 2.34).
-LAMBDA_PINS: Mapping[str, str] = {"numpy": "2.2.6"}
+# Versions that differ from the lock for Lambda only, and why. None since the move to python3.12:
+# on python3.11 (Amazon Linux 2, glibc 2.26) numpy had to stay at 2.2.6, the last release with a
+# manylinux2014 wheel.
+LAMBDA_PINS: Mapping[str, str] = {}
 
 # Locked packages no Lambda code path imports: opensearch-py 3 depends on opensearch-protobufs
 # (and so grpcio and protobuf) for its optional gRPC transport; the HTTP client never imports them.
@@ -131,9 +132,11 @@ PARSING_ROOTS: tuple[str, ...] = ("pypdf", "trafilatura")
 # Optional extras of the project that a Lambda layer carries: the MCP SDK (and its ASGI stack,
 # starlette and sse-starlette, with jsonschema) for the /mcp function only.
 LAYER_EXTRAS: Mapping[str, str] = {"mcp": "mcp"}  # layer group -> project extra
-# In AWS, tantivy and jieba serve only citegate.answering.extractive (the embedded search engine
-# that also uses them never runs there).
-ANSWERING_ROOTS: tuple[str, ...] = ("tantivy", "jieba")
+# tantivy's analyzers and jieba's segmenter are the text analysis (citegate.search.analysis) that
+# relevance scores rest on, so every retrieval and the governance they import need them: they are
+# in base (24 MB). They were once an "answering" layer of their own, until relevance scoring came to
+# use them: a function without that layer failed at its first request in AWS. The import smoke
+# test now imports each function's request path with exactly its own layers (smoke_functions).
 LLM_ROOTS: tuple[str, ...] = ("openai",)
 AUTH_ROOTS: tuple[str, ...] = ("joserfc",)
 WEB_ROOTS: tuple[str, ...] = ("uvicorn",)  # the web server of the streaming entries
@@ -159,9 +162,11 @@ SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
         "opensearchpy",
         "httpx",
         "numpy",
+        "tantivy",
+        "jieba",
+        "jieba.finalseg",
     ),
     "parsing": ("pypdf", "trafilatura"),
-    "answering": ("tantivy", "jieba", "jieba.finalseg", "openai"),
     "llm": ("openai",),
     "auth": ("joserfc", "citegate.identity.jwt_verify"),
     "stream": ("uvicorn", "citegate.http.stream_app"),
@@ -233,19 +238,18 @@ def _dep_names(entries: Sequence[Mapping[str, object]]) -> set[str]:
 
 
 def layer_groups(graph: LockGraph, embedder: str) -> dict[str, set[str]]:
-    """The dependency layers' package sets: base, parsing, answering and (unless "openai")
-    embedder-<kind>. Only base is attached to every function, so the others may overlap."""
+    """The dependency layers' package sets: base, parsing, llm, auth, stream, mcp and (unless
+    "openai") embedder-<kind>. Only base is attached to every function, so the others may overlap."""
     if embedder not in EMBEDDER_ROOTS:
         raise ValueError(f"unknown embedder {embedder!r}; choose one of {', '.join(EMBEDDER_ROOTS)}")
     main = graph.root_deps.get("", set())
     embedder_roots = set(EMBEDDER_ROOTS[embedder])
     every_embedder = {name for roots in EMBEDDER_ROOTS.values() for name in roots}
-    split = {*PARSING_ROOTS, *ANSWERING_ROOTS, *LLM_ROOTS, *AUTH_ROOTS, *WEB_ROOTS}
+    split = {*PARSING_ROOTS, *LLM_ROOTS, *AUTH_ROOTS, *WEB_ROOTS}
     base = graph.closure(main - split - every_embedder)
     groups = {
         "base": base,
         "parsing": graph.closure(PARSING_ROOTS) - base,
-        "answering": graph.closure((*ANSWERING_ROOTS, *LLM_ROOTS)) - base,
         "llm": graph.closure(LLM_ROOTS) - base,
         "auth": graph.closure(AUTH_ROOTS) - base,
         "stream": graph.closure((*WEB_ROOTS, *embedder_roots)) - base,
@@ -262,17 +266,17 @@ def layer_groups(graph: LockGraph, embedder: str) -> dict[str, set[str]]:
 def groups_for(extras: Sequence[str], embedder: str) -> list[str]:
     """A function's dependency layers from its spec's extra layers (FunctionSpec.layers): base,
     then each extra's group; "embedder" is the embedder's own layer, or the OpenAI SDK when
-    embeddings come from an endpoint; whoever answers may call a model, so "answering" brings
-    "llm" too."""
+    embeddings come from an endpoint; whoever answers may call a model, so "answering" is the
+    OpenAI SDK's layer ("llm"; the answerer's own text analysis is in base)."""
     groups = ["base"]
     for extra in extras:
         if extra == "embedder":
             groups.append("llm" if not EMBEDDER_ROOTS[embedder] else f"embedder-{embedder}")
+        elif extra == "answering":
+            groups.append("llm")
         else:
             groups.append(extra)
-    # The merged layers hold the smaller ones: answering has the SDK; stream has the model.
-    if "answering" in groups:
-        groups = [g for g in groups if g != "llm"]
+    # The merged layers hold the smaller ones: stream has the model.
     if "stream" in groups:
         groups = [g for g in groups if g not in ("auth", "web", f"embedder-{embedder}")]
     return list(dict.fromkeys(groups))
@@ -385,11 +389,37 @@ def _uv() -> str:
     return uv
 
 
-def _python311() -> str | None:
-    """An interpreter that writes the runtime's .pyc format (3.11), if there is one here."""
-    if sys.version_info[:2] == (3, 11):
+def runtime_python() -> str | None:
+    """An interpreter of the runtime's version (it writes the runtime's .pyc format and runs the
+    import smoke test), if this machine has one: this one, `python3.12` on PATH, or a pyenv build.
+    None: the layers ship sources without .pyc and the smoke test is skipped (said on stderr)."""
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == PYTHON_VERSION:
         return sys.executable
-    return shutil.which("python3.11")
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    builds = sorted(
+        pyenv.glob(f"{PYTHON_VERSION}.*/bin/python{PYTHON_VERSION}"),
+        key=lambda path: [int(part) for part in re.findall(r"\d+", path.parts[-3])],
+        reverse=True,
+    )
+    # A pyenv shim on PATH may name a version that is not selected: ask each candidate.
+    for candidate in [shutil.which(f"python{PYTHON_VERSION}"), *map(str, builds)]:
+        if candidate and _reports_version(candidate):
+            return candidate
+    return None
+
+
+def _reports_version(python: str) -> bool:
+    try:
+        done = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except OSError:
+        return False
+    return done.returncode == 0 and done.stdout.strip() == PYTHON_VERSION
 
 
 def compile_tree(root: Path, *, sourceless: bool = False) -> None:
@@ -401,9 +431,9 @@ def compile_tree(root: Path, *, sourceless: bool = False) -> None:
     where `foo.py` was, which Python imports without a source). It halves the Python part of a
     package: 29 MB of the ask functions' 179 MB. The cost: a traceback through a dependency shows
     its file and line but not the line's text. citegate's own layer keeps its sources."""
-    python = _python311()
+    python = runtime_python()
     if python is None:
-        print("bundling: no python3.11 here; shipping sources without .pyc", file=sys.stderr)
+        print(f"bundling: no python{PYTHON_VERSION} here; shipping sources without .pyc", file=sys.stderr)
         return
     if python == sys.executable:
         compileall.compile_dir(
@@ -447,6 +477,14 @@ def trim(root: Path) -> None:
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
+    locales = root / "babel" / "locale-data"
+    if locales.is_dir():
+        # Babel's regional and script variants (en_GB, zh_Hans_CN: 770 of 1,084 files, 5.7 MB).
+        # Babel serves courlan's lang_filter alone, which only trafilatura.sitemaps calls (citegate
+        # extracts pages, it crawls no sitemap); a variant it lacks parses as UnknownLocaleError,
+        # which lang_filter catches.
+        for variant in locales.glob("*_*.dat"):
+            variant.unlink()
     for directory in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
         if directory.is_dir() and directory.name in TRIM_DIR_NAMES:
             shutil.rmtree(directory, ignore_errors=True)
@@ -580,6 +618,7 @@ def build_dependency_layers(
                     _tree_digest(SHARED_SOURCE, SHARED_IGNORED),
                     _tree_digest(REPO / "functions", ("__pycache__",)),
                     SMOKE_IMPORTS,
+                    embedder,
                 ],
                 sort_keys=True,
             ).encode()
@@ -587,6 +626,7 @@ def build_dependency_layers(
         passed = build_root / f"smoke-{architecture}-{digest}.ok"
         if not passed.exists():
             smoke(folders, architecture)
+            smoke_functions(folders, architecture, embedder)
             passed.write_text("the import smoke test passed for these layers and this code\n")
     return DependencyLayers(folders, sizes)
 
@@ -646,15 +686,24 @@ def _name(requirement: str) -> str:
     return normalise(re.split(r"[=<>!~;\s\[]", requirement, maxsplit=1)[0])
 
 
-def smoke(folders: Mapping[str, Path], architecture: str) -> None:
-    """Import every layer's entry modules with only the layers on sys.path (python -S: no
-    site-packages), when this machine can run the target's binaries."""
-    python = _python311()
+def smoke_python(architecture: str, test: str) -> str | None:
+    """The runtime's interpreter, where this machine can run the target's binaries (else None,
+    and the skipped test is named on stdout)."""
+    python = runtime_python()
     host = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(
         os.uname().machine.lower()
     )
     if python is None or host != architecture:
-        print("bundling: skipping the import smoke test (needs python3.11 on the target's CPU)")
+        print(f"bundling: skipping the {test} (needs python{PYTHON_VERSION} on the target's CPU)")
+        return None
+    return python
+
+
+def smoke(folders: Mapping[str, Path], architecture: str) -> None:
+    """Import every layer's entry modules with only the layers on sys.path (python -S: no
+    site-packages), when this machine can run the target's binaries."""
+    python = smoke_python(architecture, "import smoke test")
+    if python is None:
         return
     modules = [m for group in folders for m in SMOKE_IMPORTS.get(group, ())]
     python_path = [str(folder / "python") for folder in folders.values()] + [str(SHARED_SOURCE.parent)]
@@ -695,6 +744,65 @@ def smoke(folders: Mapping[str, Path], architecture: str) -> None:
     )
     if result.returncode != 0:
         raise BundlingError(f"the dependency layers do not import:\n{result.stderr[-3000:]}")
+
+
+def function_groups(embedder: str) -> dict[tuple[str, ...], list[str]]:
+    """Each distinct set of dependency layers a function gets, and the function folders with it
+    (a streaming entry runs its route's folder with the stream layer: `<folder> (stream)`)."""
+    from infra.constructs.endpoint_function import FUNCTION_SPECS  # the CDK constructs: only here
+
+    combos: dict[tuple[str, ...], list[str]] = {}
+    for name, spec in sorted(FUNCTION_SPECS.items()):
+        if (REPO / "functions" / name / "handler.py").is_file():
+            combos.setdefault(tuple(groups_for(spec.layers, embedder)), []).append(name)
+    for name, extras in sorted(stream_layers().items()):
+        combos.setdefault(tuple(groups_for(extras, embedder)), []).append(name)
+    return combos
+
+
+def smoke_functions(folders: Mapping[str, Path], architecture: str, embedder: str) -> None:
+    """Each function with exactly its own layers (as Lambda gives them): its handler imports, and
+    the work of its first request runs (citegate.snapstart.prime, strict: the admission path, the
+    embedding model, the answerer, the token checks, whichever its layers carry). This is the
+    check that a module the request path needs is in the function's layers, which importing
+    handlers with every layer on the path (smoke) cannot see."""
+    python = smoke_python(architecture, "per-function smoke test")
+    if python is None:
+        return
+    code = (
+        "import importlib.util, pathlib, sys\n"
+        "for name in sys.argv[2:]:\n"
+        "    path = pathlib.Path(sys.argv[1]) / name / 'handler.py'\n"
+        "    spec = importlib.util.spec_from_file_location(f'handler_{name}', path)\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "from citegate import snapstart\n"
+        "snapstart.prime(strict=True)\n"
+    )
+    failures = []
+    for groups, functions in function_groups(embedder).items():
+        python_path = [str(folders[g] / "python") for g in groups] + [str(SHARED_SOURCE.parent)]
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join(python_path),
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "smoke",  # never used: no call leaves the process
+            "AWS_SECRET_ACCESS_KEY": "smoke",
+            "CITEGATE_RUNTIME": "aws",
+            "CITEGATE_STAGE": "smoke",
+            "POWERTOOLS_TRACE_DISABLED": "1",
+            "POWERTOOLS_METRICS_DISABLED": "1",
+        }
+        result = subprocess.run(
+            [python, "-S", "-c", code, str(REPO / "functions"), *functions],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            failures.append(f"{', '.join(functions)} with {' + '.join(groups)}:\n{result.stderr[-2000:]}")
+    if failures:
+        raise BundlingError("functions fail with only their own layers:\n" + "\n".join(failures))
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -91,6 +91,7 @@ CONTEXT_FIELDS: frozenset[str] = frozenset(
         "embedding_api_key_secret",
         "llm_base_url",
         "llm_model",
+        "llm_verify_citations",
         "llm_api_key_secret",
         "github_repository",
         "github_token_secret",
@@ -108,6 +109,7 @@ CONTEXT_FIELDS: frozenset[str] = frozenset(
         "versioned_bucket",
         "alarm_topic",
         "ingest_reserved_concurrency",
+        "snap_start",
         "opensearch_version",
         "opensearch_instance_type",
         "opensearch_data_nodes",
@@ -192,6 +194,9 @@ class CitegateConfig:
     embedding_dimension: int | None = None
     llm_base_url: str | None = None
     llm_model: str | None = None
+    # The configured model judges whether each cited passage supports its sentence before the
+    # answer leaves (citegate.answering.verify): one more model call per answer.
+    llm_verify_citations: bool = False
     # Secrets by reference only (Secrets Manager name or ARN, created outside the stack).
     llm_api_key_secret: SecretRef | None = None
     embedding_api_key_secret: SecretRef | None = None
@@ -218,6 +223,10 @@ class CitegateConfig:
     # Reserved concurrency of the ingestion steps that take the burst (parse, embed); 0: none.
     # infra/constructs/ingestion.py says why these numbers.
     ingest_reserved_concurrency: int = 0
+    # SnapStart on the functions callers wait on (infra/constructs/endpoint_function.py snap_starts).
+    # Python SnapStart bills a snapshot cache per published version and a charge per restore, so
+    # it is on for prod by default and off elsewhere unless set.
+    snap_start: bool = False
     search: SearchSettings = field(default_factory=SearchSettings)
 
     @property
@@ -301,6 +310,7 @@ class CitegateConfig:
             embedding_dimension=int(dimension) if dimension else None,
             llm_base_url=ctx("llm_base_url"),
             llm_model=ctx("llm_model"),
+            llm_verify_citations=_bool(ctx("llm_verify_citations", False)),
             llm_api_key_secret=_secret(ctx("llm_api_key_secret")),
             embedding_api_key_secret=_secret(ctx("embedding_api_key_secret")),
             github_repository=ctx("github_repository"),
@@ -322,6 +332,7 @@ class CitegateConfig:
                 ctx("ingest_reserved_concurrency", DEFAULT_PROD_INGEST_CONCURRENCY if production else 0),
                 "ingest_reserved_concurrency",
             ),
+            snap_start=_bool(ctx("snap_start", production)),
             search=search,
         )
         topic = config.alarm_topic
@@ -466,10 +477,12 @@ class Functions:
             ):
                 if value:
                     env[key] = value
-        # Every function that answers (the answering layer) may use the configured model.
+        # Every function that answers (an "answering" spec: the llm layer) may use the configured model.
         if "answering" in spec.layers and self.config.llm_base_url and self.config.llm_model:
             env["CITEGATE_LLM_BASE_URL"] = self.config.llm_base_url
             env["CITEGATE_LLM_MODEL"] = self.config.llm_model
+            if self.config.llm_verify_citations:
+                env["CITEGATE_LLM_VERIFY_CITATIONS"] = "true"
         if "write" in spec.tables.get("feedback", frozenset()) and self.config.github_repository:
             env["CITEGATE_GITHUB_REPOSITORY"] = self.config.github_repository
         # Who writes audit records sets their TTL from it (DynamoDB's TTL then deletes them).
@@ -601,6 +614,7 @@ class CitegateStack(Stack):
             log_retention=config.log_retention,
             removal_policy=config.removal_policy,
             environment={"CITEGATE_STAGE": stage, "CITEGATE_RUNTIME": "aws"},
+            snap_start=config.snap_start,
         )
         self.functions = Functions(
             config=config, settings=function_settings, layers=self.layers, search=self.search
@@ -699,8 +713,8 @@ class CitegateStack(Stack):
         acknowledge(
             self,
             "AwsSolutions-L1",
-            "citegate targets Python 3.11 (pyproject: requires-python >=3.11,<3.12; the layers are "
-            "built for cp311), so its functions run the python3.11 runtime.",
+            "citegate's functions run python3.12, the runtime its layers are built for (cp312, "
+            "infra/bundling.py) and the first Python runtime with SnapStart.",
         )
 
     def resource_counts(self) -> dict[str, int]:

@@ -98,6 +98,8 @@ def ask_cases(
         started = time.perf_counter()
         outcome = ask(services, scope, q.text)  # the route's defaults: top_k 8, 4 parents
         latency_ms.append((time.perf_counter() - started) * 1000)
+        # The Answer API's own reporting step first: it may decline an answer left uncited.
+        confidence = confidence_for(outcome)
         by_ref = {hit.chunk.ref_id: hit.chunk for hit in outcome.retrieval.hits}
         cited = [by_ref[r] for r in outcome.used_refs]
         cases.append(
@@ -109,23 +111,17 @@ def ask_cases(
                 cited_docs=frozenset(doc_of[c.document_id] for c in cited),
                 cited_texts=tuple(c.text for c in cited),
                 evidence_docs=frozenset(doc_of[h.chunk.document_id] for h in outcome.retrieval.hits),
-                confidence=confidence_for(outcome),
+                confidence=confidence,
             )
         )
     return cases
 
 
 def confidence_for(outcome: Any) -> str:
-    """The confidence the answer API reports for this outcome of `ask`: the steps of
-    `citegate.answer_api.answer_question` after `ask` (grounding, then `confidence_of`)."""
-    from citegate.answer_api import confidence_of, ground
+    """The confidence the answer API reports for this outcome of `ask` (its own reporting step)."""
+    from citegate.answer_api import reported
 
-    if outcome.no_answer:
-        return "low"
-    answer, _, removed = ground(outcome.answer, len(outcome.citations), outcome.removed_sentences)
-    if not answer:  # the answer API declines an answer left without a cited sentence
-        return "low"
-    return str(confidence_of(outcome, removed)[0])
+    return reported(outcome).confidence
 
 
 @dataclass

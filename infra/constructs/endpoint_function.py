@@ -1,10 +1,17 @@
 """One construct for every Lambda function, and the table of what each function may touch.
 
 Every function (the routes', the authorizer, the queue consumer, the six ingestion steps, the
-OpenSearch setup custom resource) is an `EndpointFunction`: Python 3.11, `handler.lambda_handler`
+OpenSearch setup custom resource) is an `EndpointFunction`: Python 3.12, `handler.lambda_handler`
 from its own folder (a streaming entry: the folder's run.sh under the Lambda Web Adapter), the
 shared layer plus the dependency layers it needs, X-Ray active tracing, Powertools settings, its
 own log group with a retention, and its own role.
+
+Callers reach a function through its `live` alias (`EndpointFunction.target`: the API's
+integrations and authorizer, the queue's event source, the state machine, the function URLs and
+the functions that invoke others), which CDK moves to a newly published version on every change
+of code, layers or configuration. So SnapStart can apply (it snapshots published versions only,
+never `$LATEST`): on for the functions a caller waits on (`snap_starts`) where the stage turns it
+on (`FunctionSettings.snap_start`; prod by default).
 
 Least privilege: `FUNCTION_SPECS` says, per function, which tables it reads or writes, which S3
 prefixes it may get, put, delete or list, whether it may send to the ingestion queue or start the
@@ -42,6 +49,10 @@ from infra.constructs import acknowledge_wildcards
 
 REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR = REPO / "functions"
+
+# The runtime of every function: python3.12, the first Python runtime with SnapStart; the layers are
+# built for it (infra/bundling.py PYTHON_VERSION).
+RUNTIME = lambda_.Runtime.PYTHON_3_12
 
 # read: GetItem/BatchGetItem/Query/Scan; write: read plus Put/Update/Delete/BatchWrite;
 # put: PutItem only (append-only audit records); update: UpdateItem only (rate-limit counters).
@@ -482,6 +493,20 @@ class FunctionSettings:
     log_retention: logs.RetentionDays
     removal_policy: RemovalPolicy
     environment: Mapping[str, str]
+    # SnapStart on the functions a caller waits on (see snap_starts); costs a cache charge per
+    # published version, so the config turns it on for prod only unless told otherwise.
+    snap_start: bool = False
+
+
+def snap_starts(name: str, spec: FunctionSpec) -> bool:
+    """Whether SnapStart applies to this function where the stage enables it: every route's function
+    and the authorizer (a caller waits on their cold start). Not the ingestion steps and the queue
+    consumer (asynchronous), the custom resources (run once per deploy), nor the streaming entries:
+    their web server runs as a process beside the runtime, and the Lambda Web Adapter layer they use
+    (LWA_LAYER_VERSION) predates the adapter's SnapStart hooks."""
+    if spec.entry != "handler":
+        return False
+    return name == routes.AUTHORIZER_FUNCTION or any(route.function == name for route in routes.ROUTES)
 
 
 class EndpointFunction(Construct):
@@ -531,7 +556,7 @@ class EndpointFunction(Construct):
             "Function",
             function_name=self.function_name,
             description=spec.description[:256],
-            runtime=lambda_.Runtime.PYTHON_3_11,
+            runtime=RUNTIME,
             architecture=settings.architecture,
             handler=STREAM_HANDLER if spec.entry == "stream" else "handler.lambda_handler",
             code=lambda_.Code.from_asset(
@@ -544,7 +569,20 @@ class EndpointFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             role=self.role,
             log_group=self.log_group,
+            snap_start=(
+                lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS
+                if settings.snap_start and snap_starts(name, spec)
+                else None
+            ),
+            # Prod keeps the versions it replaces (an alias can be moved back); other stages don't.
+            current_version_options=lambda_.VersionOptions(removal_policy=settings.removal_policy),
         )
+        self.snap_start = settings.snap_start and snap_starts(name, spec)
+        # What every caller invokes (see the module doc): a published version, never $LATEST.
+        self.live = lambda_.Alias(
+            self, "Live", alias_name=resources.SERVING_ALIAS, version=self.function.current_version
+        )
+        self.target: lambda_.IFunction = self.live
         if spec.entry == "stream":
             self.function.add_layers(lwa_layer(self, settings.architecture))
         # Its own log group only (no AWSLambdaBasicExecutionRole: that allows every log group).
@@ -625,8 +663,12 @@ class EndpointFunction(Construct):
                 )
                 for target in self.spec.invokes
             ]
+            # The callee's live alias only: what citegate.resources.invoke_target names.
             self.role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=arns)
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"],
+                    resources=[f"{arn}:{resources.SERVING_ALIAS}" for arn in arns],
+                )
             )
 
 

@@ -18,6 +18,7 @@ from aws_cdk import aws_lambda as lambda_
 from citegate import resources
 from constructs import Construct
 from infra import bundling
+from infra.constructs.endpoint_function import RUNTIME
 
 
 class Layers(Construct):
@@ -59,7 +60,7 @@ class Layers(Construct):
                 code=lambda_.Code.from_asset(
                     str(folder), asset_hash=folder.name, asset_hash_type=AssetHashType.CUSTOM
                 ),
-                compatible_runtimes=[lambda_.Runtime.PYTHON_3_11],
+                compatible_runtimes=[RUNTIME],
                 compatible_architectures=[lambda_arch],
                 description=description[:256],
                 removal_policy=removal_policy,

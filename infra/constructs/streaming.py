@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from aws_cdk import Annotations, CfnOutput, Duration, NestedStack, Stack
+from aws_cdk import CfnOutput, Duration, NestedStack, Stack
 from aws_cdk import aws_lambda as lambda_
 
 from citegate import resources, routes
@@ -126,13 +126,9 @@ class StreamingEntry(Construct):
             if origins
             else None
         )
-        # The public URL's permissions are on the function itself on purpose (it serves $LATEST);
-        # the agents' URL is on the alias, whose permission CDK adds to the alias.
-        Annotations.of(self.function.function).acknowledge_warning(
-            "@aws-cdk/aws-lambda:addPermissionsToVersionOrAlias",
-            "The public function URL targets the unqualified function; the alias has its own URL.",
-        )
-        self.public_url = self.function.function.add_function_url(
+        # Each URL on its own alias of the same published version (a qualifier has one URL): the
+        # public one on the live alias every function is called through, the agents' one beside it.
+        self.public_url = self.function.live.add_function_url(
             auth_type=lambda_.FunctionUrlAuthType.NONE,
             invoke_mode=lambda_.InvokeMode.RESPONSE_STREAM,
             cors=cors,

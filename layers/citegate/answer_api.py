@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from citegate.answering.ask import AskOutcome, ask
 from citegate.answering.base import AnswererUnavailable
@@ -78,6 +78,31 @@ def ground(
             removed += 1
             grounding.append(GroundedSentence(sentence=sentence, citations=[], supported=False))
     return join_sentences(kept), grounding, removed
+
+
+class Reported(NamedTuple):
+    answer: str
+    grounding: list[GroundedSentence]
+    removed: int  # sentences removed for want of a valid citation
+    confidence: str
+    score: float
+
+
+def reported(outcome: AskOutcome) -> Reported:
+    """What the Answer API reports of an `ask` outcome: the grounded answer, its grounding, how many
+    sentences were removed, the confidence and its score. An answer left without a cited sentence
+    becomes a no-answer (`invalid_citations`, set on the outcome). `make eval` reports confidence
+    through this too."""
+    answer, grounding, removed = (
+        ground(outcome.answer, len(outcome.citations), outcome.removed_sentences)
+        if not outcome.no_answer
+        else (outcome.answer, [], 0)
+    )
+    if not outcome.no_answer and not answer:
+        outcome.no_answer, outcome.no_answer_code = True, "invalid_citations"
+        outcome.no_answer_reason = "No sentence of the answer could be tied to a cited passage."
+    confidence, score = confidence_of(outcome, removed)
+    return Reported(answer, grounding, removed, confidence, score)
 
 
 def confidence_of(outcome: AskOutcome, removed: int) -> tuple[str, float]:
@@ -188,15 +213,7 @@ def answer_question(
     except ModelUnavailable as error:  # 503 ragflow_unavailable, without the engine's own words
         raise engine_unavailable(error, s.answerer.name) from error
     citations = [to_answer_citation(c) for c in outcome.citations]
-    answer, grounding, removed = (
-        ground(outcome.answer, len(citations), outcome.removed_sentences)
-        if not outcome.no_answer
-        else (outcome.answer, [], 0)
-    )
-    if not outcome.no_answer and not answer:
-        outcome.no_answer, outcome.no_answer_code = True, "invalid_citations"
-        outcome.no_answer_reason = "No sentence of the answer could be tied to a cited passage."
-    confidence, score = confidence_of(outcome, removed)
+    answer, grounding, removed, confidence, score = reported(outcome)
     diagnostics.update(
         {
             "confidenceScore": round(score, 4),

@@ -490,7 +490,7 @@ def lambda_invoker(stage: str, region: str | None = None) -> Invoker:
             )
             client = boto3.client("lambda", region_name=region, config=config)
         answer = client.invoke(
-            FunctionName=resources.function_name(stage, function), Payload=json.dumps(event)
+            FunctionName=resources.invoke_target(stage, function), Payload=json.dumps(event)
         )
         payload = json.loads(answer["Payload"].read() or b"null")
         if answer.get("FunctionError"):

@@ -159,6 +159,16 @@ def function_name(stage: str, function: str) -> str:
     return f"{APP}-{stage}-{function.replace('_', '-')}"
 
 
+# Every function is called through this alias, which the deploy moves to each newly published
+# version (infra/constructs/endpoint_function.py): SnapStart applies to versions, not $LATEST.
+SERVING_ALIAS = "live"
+
+
+def invoke_target(stage: str, function: str) -> str:
+    """The name one function invokes another by: its live alias (citegate-<stage>-<function>:live)."""
+    return f"{function_name(stage, function)}:{SERVING_ALIAS}"
+
+
 @dataclass(frozen=True)
 class CorsShape:
     """CORS of the public HTTP API (infra/constructs/api.py) and of the local gateway, which answers

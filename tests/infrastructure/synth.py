@@ -165,3 +165,25 @@ def refs(node: Any) -> Iterator[str]:
     elif isinstance(node, list):
         for value in node:
             yield from refs(value)
+
+
+def function_of(res: Resources, node: Any) -> str:
+    """The logical id of the AWS::Lambda::Function a fragment calls (an integration's URI, an event
+    source's FunctionName, a task's resource): every caller goes through the function's `live`
+    alias (infra/constructs/endpoint_function.py), which is followed to its function."""
+    for logical in refs(node):
+        kind = res.get(logical, {}).get("Type")
+        if kind == "AWS::Lambda::Function":
+            return logical
+        if kind == "AWS::Lambda::Alias":
+            return function_of(res, res[logical]["Properties"]["FunctionName"])
+    raise LookupError(f"no function behind {node!r}")
+
+
+def alias_of(res: Resources, node: Any) -> dict[str, Any]:
+    """The properties of the alias a fragment calls (LookupError: it calls no alias)."""
+    for logical in refs(node):
+        if res.get(logical, {}).get("Type") == "AWS::Lambda::Alias":
+            properties: dict[str, Any] = res[logical]["Properties"]
+            return properties
+    raise LookupError(f"no alias behind {node!r}")

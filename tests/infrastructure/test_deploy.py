@@ -32,7 +32,7 @@ from infra.app import build
 from infra.constructs.ingestion import CONSUMER_MAX_CONCURRENCY, RESERVED_STEPS
 from infra.constructs.search import replicas_for
 from infra.constructs.streaming import STREAM_RESERVED_CONCURRENCY, stream_name, streaming_functions
-from tests.infrastructure.synth import Resources, Synth, refs, synthesize, text
+from tests.infrastructure.synth import Resources, Synth, alias_of, function_of, refs, synthesize, text
 
 import citegate.search.opensearch as opensearch
 from citegate import resources, routes
@@ -585,8 +585,10 @@ def test_unmatched_routes_reach_the_json_404_function_without_credentials(synth:
     for route in defaults:
         assert route["AuthorizationType"] == "NONE"
         (integration,) = [r for r in refs(route["Target"]) if r in res]
-        function = res[integration]["Properties"]["IntegrationUri"]["Fn::GetAtt"][0]
+        uri = res[integration]["Properties"]["IntegrationUri"]
+        function = function_of(res, uri)
         assert str(res[function]["Properties"]["FunctionName"]).endswith("-unmatched-route")
+        assert alias_of(res, uri)["Name"] == "live"  # a published version, never $LATEST
         # It reads and writes nothing: its own logs and traces only.
         role = res[function]["Properties"]["Role"]["Fn::GetAtt"][0]
         actions = {
@@ -599,3 +601,49 @@ def test_unmatched_routes_reach_the_json_404_function_without_credentials(synth:
             )
         }
         assert actions and {a.split(":")[0] for a in actions} <= {"logs", "xray"}, actions
+
+
+# ----------------------------------------------------------------------------- SnapStart
+
+
+def test_every_function_runs_python312_behind_a_published_version_and_prod_snapshots_the_waited_on(
+    synth: Synth,
+) -> None:
+    """python3.12 everywhere (the layers are built for it: bundling.PYTHON_VERSION); each function's
+    callers reach a `live` alias of a published version; in prod, the functions a caller waits on
+    (every route's and the authorizer) restore from a SnapStart snapshot, and no other does: not
+    the asynchronous ingestion steps, the once-per-deploy custom resources or the streaming twins
+    (their adapter layer predates its SnapStart hooks). Other stages pay for no snapshot cache."""
+    from infra import bundling
+    from infra.constructs.endpoint_function import RUNTIME
+    from infra.constructs.streaming import stream_name, streaming_functions
+
+    from citegate import resources, routes
+
+    res = synth.resources
+    stage = synth.stack.config.stage
+    assert RUNTIME.name == f"python{bundling.PYTHON_VERSION}"
+    ours = {
+        str(v["Properties"]["FunctionName"]): (k, v["Properties"])
+        for k, v in of_type(res, "AWS::Lambda::Function").items()
+        if str(v["Properties"].get("FunctionName", "")).startswith(f"{resources.APP}-{stage}-")
+    }
+    aliased = {
+        function_of(res, a["Properties"]["FunctionName"])
+        for a in of_type(res, "AWS::Lambda::Alias").values()
+        if a["Properties"]["Name"] == resources.SERVING_ALIAS
+    }
+    waited_on = {resources.function_name(stage, r.function) for r in routes.ROUTES}
+    waited_on.add(resources.function_name(stage, routes.AUTHORIZER_FUNCTION))
+    twins = {resources.function_name(stage, stream_name(f)) for f in streaming_functions()}
+    snapshotted = set()
+    for name, (logical, props) in ours.items():
+        assert props["Runtime"] == "python3.12", name
+        assert logical in aliased, f"{name} has no live alias"
+        if props.get("SnapStart") == {"ApplyOn": "PublishedVersions"}:
+            snapshotted.add(name)
+    if stage == "prod":
+        assert snapshotted == waited_on and not snapshotted & twins
+        assert resources.function_name(stage, "ingest_embed") not in snapshotted
+    else:
+        assert not snapshotted

@@ -28,7 +28,7 @@ from infra.stack import (
     CitegateConfig,
     SecretRef,
 )
-from tests.infrastructure.synth import synthesize
+from tests.infrastructure.synth import refs, synthesize
 
 from citegate import resources, routes
 from citegate.local import provision
@@ -52,6 +52,7 @@ def res() -> Resources:
             "citegate:embedding_api_key_secret": "citegate/drift/embedding-api-key",
             "citegate:llm_base_url": "https://llm.example.com/v1",
             "citegate:llm_model": "gpt-4o-mini",
+            "citegate:llm_verify_citations": "true",
             "citegate:llm_api_key_secret": SECRET_ARN,
             "citegate:github_repository": "example/citegate-feedback",
             "citegate:github_token_secret": "citegate/drift/github-token",
@@ -225,8 +226,10 @@ def test_state_machine_is_the_shared_asl_with_the_same_substitutions(res: Resour
     assert set(substitutions) == set(resources.INGESTION_STEP_FUNCTIONS)
     template_text = _definition_string(machine["DefinitionString"])
     for placeholder, function in resources.INGESTION_STEP_FUNCTIONS.items():
-        assert substitutions[placeholder] == {
-            "Fn::GetAtt": [functions[resources.function_name(STAGE, function)], "Arn"]
+        # The step's live alias (a published version), which names its function.
+        (alias,) = [r for r in refs(substitutions[placeholder]) if res[r]["Type"] == "AWS::Lambda::Alias"]
+        assert res[alias]["Properties"]["FunctionName"] == {
+            "Ref": functions[resources.function_name(STAGE, function)]
         }, placeholder
         template_text = template_text.replace("${" + placeholder + "}", marker[function])
     assert not re.search(r"\$\{\w+\}", template_text), "a placeholder left unsubstituted"
@@ -309,6 +312,10 @@ def test_configured_secrets_reach_only_their_users(res: Resources) -> None:
     for name in llm:
         assert functions[name][1][LLM_API_KEY_SECRET_ENV] == SECRET_ARN
         assert SECRET_ARN in readers[functions[name][0]]
+        # The model's check of each citation (citegate.answering.verify), where it was asked for.
+        assert functions[name][1]["CITEGATE_LLM_VERIFY_CITATIONS"] == "true"
+    verifying = [n for n, (_, env) in functions.items() if "CITEGATE_LLM_VERIFY_CITATIONS" in env]
+    assert sorted(verifying) == sorted(llm)
     embedding = {n for n, (_, env) in functions.items() if EMBEDDING_API_KEY_SECRET_ENV in env}
     assert {"ingest_embed", "kb_ask"} <= embedding
     github = {n for n, (_, env) in functions.items() if GITHUB_TOKEN_SECRET_ENV in env}

@@ -42,11 +42,11 @@ def test_every_function_has_at_most_five_layers(embedder: str) -> None:
 
 
 def test_a_function_over_the_budget_or_the_layer_count_fails_the_synth_saying_why() -> None:
-    fits = bundling.over_budget("kb_ask", bundling.FUNCTION_BUDGET, ["base", "answering"])
+    fits = bundling.over_budget("kb_ask", bundling.FUNCTION_BUDGET, ["base", "llm"])
     assert fits is None
-    too_big = bundling.over_budget("kb_ask", bundling.FUNCTION_BUDGET + 1, ["base", "answering"])
+    too_big = bundling.over_budget("kb_ask", bundling.FUNCTION_BUDGET + 1, ["base", "llm"])
     assert too_big is not None and "kb_ask" in too_big and "60%" in too_big
-    too_many = bundling.over_budget("x", 1, ["base", "answering", "parsing", "stream"])
+    too_many = bundling.over_budget("x", 1, ["base", "llm", "parsing", "stream"])
     assert too_many is not None and "6 layers" in too_many
     # The adapter's layer counts against Lambda's own limit.
     near = bundling.LAMBDA_UNZIPPED_LIMIT - bundling.LWA_LAYER_ALLOWANCE + 1
@@ -54,11 +54,13 @@ def test_a_function_over_the_budget_or_the_layer_count_fails_the_synth_saying_wh
 
 
 def test_the_merged_layers_replace_the_ones_they_hold() -> None:
-    assert bundling.groups_for(("embedder", "answering"), "use") == ["base", "embedder-use", "answering"]
-    assert bundling.groups_for(("embedder", "answering", "stream"), "use") == ["base", "answering", "stream"]
-    # Embeddings from an endpoint: the SDK, which the answering layer already holds.
+    # Answering brings the model SDK (llm); the text analysis is in base.
+    assert bundling.groups_for(("embedder", "answering"), "use") == ["base", "embedder-use", "llm"]
+    # The stream layer holds the model.
+    assert bundling.groups_for(("embedder", "answering", "stream"), "use") == ["base", "llm", "stream"]
+    # Embeddings from an endpoint: the SDK, once.
     assert bundling.groups_for(("embedder",), "openai") == ["base", "llm"]
-    assert bundling.groups_for(("embedder", "answering"), "openai") == ["base", "answering"]
+    assert bundling.groups_for(("embedder", "answering"), "openai") == ["base", "llm"]
 
 
 # Where `make synth`, the infrastructure tests and CITEGATE_LAYER_BUILD_DIR keep layer builds.

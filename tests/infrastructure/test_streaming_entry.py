@@ -4,6 +4,7 @@ function run by the Lambda Web Adapter, with 15 minutes, two function URLs with 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -92,20 +93,23 @@ def test_its_urls_stream_public_authenticated_by_the_app_and_agents_by_iam(
     aliases = {
         k: a for k, a in _of_type(res, "AWS::Lambda::Alias").items() if _mentions(a["Properties"], logical)
     }
-    assert [a["Properties"]["Name"] for a in aliases.values()] == [AGENTS_ALIAS]
+    # Both URLs on aliases of one published version (a qualifier has one URL), never $LATEST.
+    names = {a["Properties"]["Name"]: k for k, a in aliases.items()}
+    assert set(names) == {AGENTS_ALIAS, resources.SERVING_ALIAS}
+    versions = {json.dumps(a["Properties"]["FunctionVersion"]) for a in aliases.values()}
+    assert len(versions) == 1
     by_auth = {u["AuthType"]: u for u in urls}
     assert set(by_auth) == {"NONE", "AWS_IAM"} and len(urls) == 2
     assert all(u["InvokeMode"] == "RESPONSE_STREAM" for u in urls)
-    assert "Qualifier" not in by_auth["NONE"]
-    assert (
-        _mentions(by_auth["AWS_IAM"].get("Qualifier"), next(iter(aliases)))
-        or by_auth["AWS_IAM"].get("Qualifier") == AGENTS_ALIAS
-    )
+    for auth, alias in (("NONE", resources.SERVING_ALIAS), ("AWS_IAM", AGENTS_ALIAS)):
+        qualifier = by_auth[auth].get("Qualifier")
+        assert qualifier == alias or _mentions(qualifier, names[alias]), auth
     # Anyone may call the public URL (the app decides); nobody gets the IAM one without a grant.
     public = [
         p["Properties"]
         for p in _of_type(res, "AWS::Lambda::Permission").values()
-        if _mentions(p["Properties"], logical) and p["Properties"].get("FunctionUrlAuthType") == "NONE"
+        if (_mentions(p["Properties"], logical) or _mentions(p["Properties"], names[resources.SERVING_ALIAS]))
+        and p["Properties"].get("FunctionUrlAuthType") == "NONE"
     ]
     assert public and all(p["Principal"] == "*" for p in public)
     assert not [
@@ -132,7 +136,8 @@ def test_the_twin_may_do_what_the_route_does_and_invoke_the_authorizer(synth: Sy
 
     twin, original = statements(stream_name("query_v2")), statements("query_v2")
     (invoke,) = [s for s in twin if s["Action"] == "lambda:InvokeFunction"]
-    assert resources.function_name(STAGE, routes.AUTHORIZER_FUNCTION) in str(invoke["Resource"])
+    # The authorizer's live alias (citegate.resources.invoke_target), as the twin invokes it.
+    assert resources.invoke_target(STAGE, routes.AUTHORIZER_FUNCTION) in str(invoke["Resource"])
     assert len(invoke["Resource"]) == 1 if isinstance(invoke["Resource"], list) else True
     assert actions(twin) - actions(original) == {"lambda:InvokeFunction"}
     assert not {"secretsmanager:GetSecretValue", "s3:PutObject", "sqs:SendMessage"} & actions(twin)

@@ -210,7 +210,7 @@ def _lambda_invoke(stage: str, region: str | None, event: dict[str, Any]) -> Any
         config = Config(read_timeout=12, connect_timeout=3, retries={"max_attempts": 2, "mode": "standard"})
         _lambda_client = boto3.client("lambda", region_name=region, config=config)
     answer = _lambda_client.invoke(
-        FunctionName=resources.function_name(stage, routes.AUTHORIZER_FUNCTION), Payload=json.dumps(event)
+        FunctionName=resources.invoke_target(stage, routes.AUTHORIZER_FUNCTION), Payload=json.dumps(event)
     )
     payload = json.loads(answer["Payload"].read() or b"null")
     if answer.get("FunctionError"):
