@@ -235,7 +235,7 @@ def test_failures_show_callers_no_internals(
     class RefusingModel:
         name = "openai-chat"
 
-        def answer(self, *_: Any) -> Any:
+        def answer(self, *_: Any, **__: Any) -> Any:
             raise AnswererUnavailable(
                 "the model refused the request: Error code: 400 - upstream 10.0.0.7:8443 rejected it"
             )

@@ -149,7 +149,7 @@ def ask(
     evidence = build_evidence(s, retrieval.hits, max_context_parents)
     answer_started = time.perf_counter()
     try:
-        draft = answerer.answer(question, evidence)
+        draft = answerer.answer(question, evidence, context=earlier_questions(question, retrieval_query))
     except AnswererUnavailable as error:
         # Its message says what kind of failure it was, never where (hosts, upstream bodies).
         logger.warning("the answerer failed", exc_info=True, extra={"answerer": answerer.name})
@@ -204,3 +204,14 @@ def ask(
         confidence,
         list(bound.removed),
     )
+
+
+def earlier_questions(question: str, retrieval_query: str | None) -> str | None:
+    """What a follow-up's retrieval query adds to its question: the earlier turns' questions
+    (citegate.sessions.follow_up_query puts them first). None for a question that stands alone."""
+    if not retrieval_query or retrieval_query.strip() == question.strip():
+        return None
+    earlier = retrieval_query.strip()
+    if earlier.endswith(question.strip()):
+        earlier = earlier[: -len(question.strip())].strip()
+    return earlier or None

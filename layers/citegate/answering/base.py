@@ -53,5 +53,7 @@ class AnswererUnavailable(Exception):
 class Answerer(Protocol):
     name: str
 
-    def answer(self, question: str, evidence: Sequence[Evidence]) -> Draft:
-        """Answer from `evidence` only, or decline. Never raises for weak evidence: declines."""
+    def answer(self, question: str, evidence: Sequence[Evidence], context: str | None = None) -> Draft:
+        """Answer from `evidence` only, or decline. Never raises for weak evidence: declines.
+        `context`: what the conversation's earlier turns asked, for a follow-up whose "it" or
+        "they" points back at them (None: the question stands alone)."""

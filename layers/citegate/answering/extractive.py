@@ -759,6 +759,40 @@ class Candidate:
     parts: tuple[str, ...] = ()
 
 
+# Words by which a follow-up points back at what the conversation was about ("Does it have moons?").
+_BACK_REFERENCES: Final = frozenset(
+    {"it", "its", "they", "them", "their", "theirs", "this", "that", "these", "those"}
+    | {"he", "him", "his", "she", "her", "there"}
+)
+_BACK_REFERENCES_HAN: Final = ("它", "他", "她", "其", "这", "那", "该")
+
+
+def follow_up_topic(question: str, context: str | None) -> frozenset[str]:
+    """The stems an answer to a follow-up must be about: the earlier questions' content terms that
+    the question itself lacks, when the question points back at them ("it", "they", 它...). Empty
+    for a question that stands alone (no context, or nothing pointed back at)."""
+    if not context:
+        return frozenset()
+    words = {w.lower() for w in _WORD_RUN.findall(question)}
+    if not (words & _BACK_REFERENCES or any(mark in question for mark in _BACK_REFERENCES_HAN)):
+        return frozenset()
+    return frozenset(_analyse_question(context).terms) - set(_analyse_question(question).terms)
+
+
+def about(analysis: Analysis, topic: frozenset[str]) -> Analysis:
+    """Only the candidates from passages that name the topic (in their text, title or section): a
+    follow-up about Mars's moons quotes no sentence on the giant planets' moons. None left: the
+    answerer declines."""
+    naming: dict[str, bool] = {}
+    for c in analysis.candidates:
+        ev = c.evidence
+        if ev.ref_id not in naming:
+            naming[ev.ref_id] = bool(topic & set(_stems(_tokens(f"{ev.title} {ev.heading} {ev.text}"))))
+    kept = tuple(c for c in analysis.candidates if naming[c.evidence.ref_id])
+    diagnostics = {**analysis.diagnostics, "follow_up_topic": sorted(topic)}
+    return replace(analysis, candidates=kept, diagnostics=diagnostics)
+
+
 @dataclass(frozen=True)
 class Analysis:
     """Everything `decide` needs: computed once per question, whatever the configuration."""
@@ -840,8 +874,26 @@ class ExtractiveAnswerer:
         self.embedder = embedder
         self.config = config
 
-    def answer(self, question: str, evidence: Sequence[Evidence]) -> Draft:
-        return self.decide(self.analyse(question, evidence))
+    def answer(self, question: str, evidence: Sequence[Evidence], context: str | None = None) -> Draft:
+        analysis = self.analyse(question, evidence)
+        topic = follow_up_topic(question, context)
+        if topic:
+            narrowed = about(analysis, topic)
+            if analysis.candidates and not narrowed.candidates:
+                return Draft(
+                    "",
+                    (),
+                    declined=True,
+                    reason=(
+                        "The passages found say nothing that answers this about what was asked "
+                        f"before ({context})."
+                    ),
+                    support_score=0.0,
+                    model=self.name,
+                    diagnostics=narrowed.diagnostics,
+                )
+            analysis = narrowed
+        return self.decide(analysis)
 
     # -------------------------------------------------------------------------------- features
 

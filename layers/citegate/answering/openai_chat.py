@@ -154,14 +154,19 @@ class OpenAIChatAnswerer:
             ) from error
         return _content(completion)
 
-    def answer(self, question: str, evidence: Sequence[Evidence]) -> Draft:
+    def answer(self, question: str, evidence: Sequence[Evidence], context: str | None = None) -> Draft:
         if not evidence:
             return Draft(
                 "", (), declined=True, reason="no passage was found for this question", model=self.model
             )
+        # A follow-up's "it" points back at the earlier questions: the model reads them first.
+        earlier = f"Earlier questions in this conversation: {context}\n\n" if context else ""
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": f"Question: {question}\n\nPassages:\n\n{render_passages(evidence)}"},
+            {
+                "role": "user",
+                "content": f"{earlier}Question: {question}\n\nPassages:\n\n{render_passages(evidence)}",
+            },
         ]
         problem = ""
         for _ in range(2):  # one repair attempt for malformed output

@@ -106,7 +106,9 @@ def test_a_reader_asks_follows_up_and_reports_a_gap_by_keyboard(server: Server, 
     session_id = turn.url.split("/answer/sessions/")[1].split("/")[0]
     assert session_id.startswith("s_") and turn.headers.get("x-session-token")
     assert turn.body == {"question": "Does it have moons?"}
-    assert "Phobos" in follow.locator(".md").inner_text()  # "it": Mars, from the first turn
+    said = follow.locator(".md").inner_text()
+    assert "Phobos" in said  # "it": Mars, from the first turn
+    assert "All four" not in said  # not the giant planets' moons: they are not what "it" is
     screenshot(page, "widget-answer")
 
     # Something the pages do not answer: the reason, and a report the reader sends by keyboard.

@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from citegate.answering.base import Evidence
-from citegate.answering.extractive import FOCUS_REASONS, NO_SENTENCE_REASON, ExtractiveAnswerer
+from citegate.answering.extractive import (
+    FOCUS_REASONS,
+    NO_SENTENCE_REASON,
+    ExtractiveAnswerer,
+    follow_up_topic,
+)
 from citegate.answering.validate import bind
 from citegate.citations import own_section
 from citegate.ingest.chunking import chunk_document, iter_headings
@@ -231,3 +236,46 @@ def test_chinese_questions_decline_when_the_text_does_not_say_it(answerer: Extra
         assert answerer.answer(question, evidence).declined, question
     answered = answerer.answer("长城是什么时候被列入世界遗产名录的？", evidence)
     assert not answered.declined and "一九八七年十二月" in answered.answer
+
+
+# ----------------------------------------------------------------------------- follow-ups
+
+MARS = Evidence(
+    1,
+    "mars",
+    "Mars is the fourth planet. Its surface is red with iron oxide dust. "
+    "Mars has two small, irregular moons, Phobos and Deimos.",
+    0.8,
+    title="The Solar System",
+    heading="Mars",
+)
+GIANTS = Evidence(
+    2,
+    "giants",
+    "Jupiter, Saturn, Uranus and Neptune are the giant planets. They are made mostly of hydrogen "
+    "and helium. All four have ring systems and many moons.",
+    0.7,
+    title="The Solar System",
+    heading="The giant planets",
+)
+
+
+def test_a_follow_up_quotes_only_sentences_about_what_it_points_back_at() -> None:
+    """'Does it have moons?' after a question on Mars: the giant planets' moons are not its answer."""
+    answerer = ExtractiveAnswerer()
+    alone = answerer.answer("Does it have moons?", [MARS, GIANTS])
+    assert "[2]" in alone.answer  # without the conversation, both sentences answer "moons"
+    follow_up = answerer.answer("Does it have moons?", [MARS, GIANTS], context="What colour is Mars?")
+    assert follow_up.answer == "Mars has two small, irregular moons, Phobos and Deimos. [1]"
+    assert follow_up.diagnostics["follow_up_topic"]
+
+
+def test_a_follow_up_whose_topic_no_passage_names_is_declined_saying_so() -> None:
+    draft = ExtractiveAnswerer().answer("Does it have moons?", [GIANTS], context="What colour is Mars?")
+    assert draft.declined and "What colour is Mars?" in (draft.reason or "")
+
+
+def test_a_question_that_points_back_at_nothing_is_read_alone() -> None:
+    assert follow_up_topic("Do the giant planets have moons?", "What colour is Mars?") == frozenset()
+    assert follow_up_topic("Does it have moons?", None) == frozenset()
+    assert follow_up_topic("它有卫星吗？", "火星是什么颜色？")
