@@ -707,13 +707,6 @@ def smoke(folders: Mapping[str, Path], architecture: str) -> None:
         return
     modules = [m for group in folders for m in SMOKE_IMPORTS.get(group, ())]
     python_path = [str(folder / "python") for folder in folders.values()] + [str(SHARED_SOURCE.parent)]
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join(python_path),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "POWERTOOLS_TRACE_DISABLED": "1",
-        "POWERTOOLS_METRICS_DISABLED": "1",
-    }
     # The libraries the layer code imports lazily, then every handler as Lambda imports it.
     code = (
         "import importlib, importlib.util, pathlib, sys\n"
@@ -735,15 +728,30 @@ def smoke(folders: Mapping[str, Path], architecture: str) -> None:
         "    spec = importlib.util.spec_from_file_location(f'handler_{h.parent.name}', h)\n"
         "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
     )
-    result = subprocess.run(
-        [python, "-S", "-c", code, str(REPO / "functions"), *modules],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = _smoke_run(python, code, python_path, [str(REPO / "functions"), *modules])
     if result.returncode != 0:
         raise BundlingError(f"the dependency layers do not import:\n{result.stderr[-3000:]}")
+
+
+def _smoke_run(
+    python: str, code: str, python_path: Sequence[str], args: Sequence[str]
+) -> subprocess.CompletedProcess[str]:
+    """`python -S -c code args` with only `python_path` importable (no site-packages), set up as
+    the functions are in AWS. The credentials are placeholders: no call leaves the process."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join(python_path),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "smoke",
+        "AWS_SECRET_ACCESS_KEY": "smoke",
+        "CITEGATE_RUNTIME": "aws",
+        "CITEGATE_STAGE": "smoke",
+        "POWERTOOLS_TRACE_DISABLED": "1",
+        "POWERTOOLS_METRICS_DISABLED": "1",
+    }
+    return subprocess.run(
+        [python, "-S", "-c", code, *args], env=env, capture_output=True, text=True, check=False
+    )
 
 
 def function_groups(embedder: str) -> dict[tuple[str, ...], list[str]]:
@@ -781,24 +789,7 @@ def smoke_functions(folders: Mapping[str, Path], architecture: str, embedder: st
     failures = []
     for groups, functions in function_groups(embedder).items():
         python_path = [str(folders[g] / "python") for g in groups] + [str(SHARED_SOURCE.parent)]
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "PYTHONPATH": os.pathsep.join(python_path),
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "smoke",  # never used: no call leaves the process
-            "AWS_SECRET_ACCESS_KEY": "smoke",
-            "CITEGATE_RUNTIME": "aws",
-            "CITEGATE_STAGE": "smoke",
-            "POWERTOOLS_TRACE_DISABLED": "1",
-            "POWERTOOLS_METRICS_DISABLED": "1",
-        }
-        result = subprocess.run(
-            [python, "-S", "-c", code, str(REPO / "functions"), *functions],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        result = _smoke_run(python, code, python_path, [str(REPO / "functions"), *functions])
         if result.returncode != 0:
             failures.append(f"{', '.join(functions)} with {' + '.join(groups)}:\n{result.stderr[-2000:]}")
     if failures:
