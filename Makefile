@@ -8,7 +8,7 @@ UV ?= uv
 EXTRAS := --extra local --extra e5 --extra mcp --extra browser --group infra --group fuzz
 RUN := $(UV) run --frozen $(EXTRAS)
 
-.PHONY: help install ui demo serve bench soak eval test test-unit test-integration test-e2e test-concurrency lint format typecheck synth clean
+.PHONY: help install ui demo serve bench soak eval test test-unit test-integration test-e2e screenshots test-concurrency lint format typecheck synth clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -42,6 +42,9 @@ test-integration: install ## handlers in-process on the embedded AWS endpoint, t
 
 test-e2e: install ## the real server over HTTP (make serve), including restarts
 	$(RUN) pytest -q tests/e2e
+
+screenshots: install ## retake docs/screenshots from the browser tests (other runs save them under bench-results/)
+	CITEGATE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(RUN) pytest -q tests/e2e/browser
 
 test-concurrency: install ## many clients at once over real sockets: isolation, distinct writes, hang-ups mid-stream
 	$(RUN) pytest -q tests/integration/concurrency

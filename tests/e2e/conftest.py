@@ -17,6 +17,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "e2e-token"
+# Where the browser tests save their screenshots: outside the tree unless asked
+# (`make screenshots` refreshes docs/screenshots with CITEGATE_SCREENSHOTS_DIR).
+SCREENSHOTS = Path(os.environ.get("CITEGATE_SCREENSHOTS_DIR") or ROOT / "bench-results" / "screenshots")
 
 
 def _free_port() -> int:

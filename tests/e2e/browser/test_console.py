@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import ROOT, TOKEN, Server
+from tests.e2e.conftest import ROOT, SCREENSHOTS, TOKEN, Server
 from tests.support.oidc_issuer import DISCOVERY_PATH, JWKS_PATH, OidcIssuer, b64url
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +38,6 @@ CHROMIUM = Path("/usr/bin/chromium")
 UI = ROOT / "ui"
 DIST = UI / "dist" / "console"
 AXE = UI / "node_modules" / "axe-core" / "axe.min.js"
-SCREENSHOTS = ROOT / "docs" / "screenshots"
 KB = "console-e2e"
 CLIENT_ID = "citegate-console"
 AGENT = "console-bot"

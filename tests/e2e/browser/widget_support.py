@@ -18,12 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, SCREENSHOTS
 
 UI = ROOT / "ui"
 WIDGET = UI / "dist" / "widget.js"
 AXE = UI / "node_modules" / "axe-core" / "axe.min.js"
-SCREENSHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
     "--headless",
