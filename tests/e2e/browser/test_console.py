@@ -6,7 +6,7 @@ in with the service token, create a knowledge base, upload a Markdown file and a
 retrieve and ask in the playground, approve the knowledge base, close a feedback item a reader
 sent, read the audit log, edit a policy (the page's and the API's validation), and create and
 revoke an agent credential. Every screen is scanned with axe-core (no serious or critical
-violation, light and dark) and saved under docs/screenshots/console-*.png.
+violation, light and dark) and saved as console-*.png (docs/screenshots with make screenshots).
 """
 
 from __future__ import annotations

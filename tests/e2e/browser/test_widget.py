@@ -7,7 +7,7 @@ asks something the pages do not answer, sees why, and reports the gap: pressing 
 one create_feedback, which the maintainers' queue counts once. Esc closes the dialog and focus goes
 back where it was. The Chinese page speaks Chinese. No request leaves for anywhere but citegate,
 an answer's Markdown cannot inject HTML, and axe-core finds nothing serious or critical, light
-or dark. Screenshots go to docs/screenshots/widget-*.png.
+or dark. Screenshots: widget-*.png (docs/screenshots with make screenshots).
 """
 
 from __future__ import annotations
