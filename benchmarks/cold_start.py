@@ -112,6 +112,7 @@ class LambdaLike:
     """How to import a handler as Lambda does: this interpreter, and each function's layer folders."""
 
     python: str
+    version: str  # its major.minor
     folders: dict[str, list[str]]  # function -> its layers' `python` folders, in Lambda's order
 
 
@@ -258,17 +259,6 @@ def dependency_layer_sizes(architecture: str, embedder: str) -> tuple[dict[str, 
     return sizes, where
 
 
-def python_version(python: str) -> str:
-    done = subprocess.run(
-        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    return done.stdout.strip()
-
-
 def lambda_like(python: str | None, functions: list[str], architecture: str, embedder: str) -> LambdaLike:
     """Each function's dependency layer folders, as built for `python`'s version (newest build)."""
     from infra import bundling
@@ -276,7 +266,9 @@ def lambda_like(python: str | None, functions: list[str], architecture: str, emb
     python = python or bundling.runtime_python()
     if python is None:
         raise SystemExit(f"--as-lambda needs python{bundling.PYTHON_VERSION} here (or --python)")
-    version = python_version(python)
+    version = bundling.python_version(python)
+    if version is None:
+        raise SystemExit(f"{python} does not run")
     newest: dict[str, Path] = {}
     for folder in sorted(
         (p for d in LAYER_BUILD_DIRS if d.is_dir() for p in d.glob(f"*-{architecture}-*")),
@@ -293,7 +285,7 @@ def lambda_like(python: str | None, functions: list[str], architecture: str, emb
         if missing:
             raise SystemExit(f"no layer build of {missing} for Python {version}: run infra.bundling first")
         folders[function] = [str(newest[g] / "python") for g in groups]
-    return LambdaLike(python, folders)
+    return LambdaLike(python, version, folders)
 
 
 def shared_layer_size() -> int:
@@ -458,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
                 **stamp(),
                 "bar_ms": BAR_MS,
                 "runs": args.runs,
-                "python": python_version(as_lambda.python) if as_lambda else sys.version.split()[0],
+                "python": as_lambda.version if as_lambda else sys.version.split()[0],
                 "as_lambda": as_lambda is not None,
                 "load_average": load,
                 "command": (

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import functools
 import hashlib
 import json
 import os
@@ -389,10 +390,12 @@ def _uv() -> str:
     return uv
 
 
+@functools.cache
 def runtime_python() -> str | None:
     """An interpreter of the runtime's version (it writes the runtime's .pyc format and runs the
     import smoke test), if this machine has one: this one, `python3.12` on PATH, or a pyenv build.
-    None: the layers ship sources without .pyc and the smoke test is skipped (said on stderr)."""
+    None: the layers ship sources without .pyc and the smoke test is skipped (said on stderr).
+    Looked for once per process: every layer's build and both smoke tests ask."""
     if f"{sys.version_info[0]}.{sys.version_info[1]}" == PYTHON_VERSION:
         return sys.executable
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
@@ -403,12 +406,14 @@ def runtime_python() -> str | None:
     )
     # A pyenv shim on PATH may name a version that is not selected: ask each candidate.
     for candidate in [shutil.which(f"python{PYTHON_VERSION}"), *map(str, builds)]:
-        if candidate and _reports_version(candidate):
+        if candidate and python_version(candidate) == PYTHON_VERSION:
             return candidate
     return None
 
 
-def _reports_version(python: str) -> bool:
+def python_version(python: str) -> str | None:
+    """The `major.minor` an interpreter reports, or None when it does not run (a pyenv shim of a
+    version that is not selected exits with an error)."""
     try:
         done = subprocess.run(
             [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
@@ -418,8 +423,8 @@ def _reports_version(python: str) -> bool:
             check=False,
         )
     except OSError:
-        return False
-    return done.returncode == 0 and done.stdout.strip() == PYTHON_VERSION
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def compile_tree(root: Path, *, sourceless: bool = False) -> None:

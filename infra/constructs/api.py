@@ -144,7 +144,7 @@ class Api(Construct):
         # Bound to the public API (in this stack) when the first route uses it.
         self.principal_authorizer = authorizers.HttpLambdaAuthorizer(
             "PrincipalAuthorizer",
-            self.authorizer_function.target,
+            self.authorizer_function.live,
             authorizer_name=f"{prefix}-principal",
             response_types=[authorizers.HttpLambdaResponseType.SIMPLE],
             identity_source=[],
@@ -228,7 +228,7 @@ class Api(Construct):
                 if door not in integrations_by_door:
                     integrations_by_door[door] = integrations.HttpLambdaIntegration(
                         f"{door.title()}{camel(route.function)}Integration",
-                        function.target,
+                        function.live,
                         payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
                     )
                 if route.auth == "none":
@@ -268,7 +268,7 @@ class Api(Construct):
                 route_key=apigwv2.HttpRouteKey.DEFAULT,
                 integration=integrations.HttpLambdaIntegration(
                     f"{door.title()}UnmatchedRouteIntegration",
-                    function.target,
+                    function.live,
                     payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
                 ),
                 authorizer=self.open_route,

@@ -6,7 +6,7 @@ from its own folder (a streaming entry: the folder's run.sh under the Lambda Web
 shared layer plus the dependency layers it needs, X-Ray active tracing, Powertools settings, its
 own log group with a retention, and its own role.
 
-Callers reach a function through its `live` alias (`EndpointFunction.target`: the API's
+Callers reach a function through its `live` alias (`EndpointFunction.live`: the API's
 integrations and authorizer, the queue's event source, the state machine, the function URLs and
 the functions that invoke others), which CDK moves to a newly published version on every change
 of code, layers or configuration. So SnapStart can apply (it snapshots published versions only,
@@ -577,12 +577,10 @@ class EndpointFunction(Construct):
             # Prod keeps the versions it replaces (an alias can be moved back); other stages don't.
             current_version_options=lambda_.VersionOptions(removal_policy=settings.removal_policy),
         )
-        self.snap_start = settings.snap_start and snap_starts(name, spec)
         # What every caller invokes (see the module doc): a published version, never $LATEST.
         self.live = lambda_.Alias(
             self, "Live", alias_name=resources.SERVING_ALIAS, version=self.function.current_version
         )
-        self.target: lambda_.IFunction = self.live
         if spec.entry == "stream":
             self.function.add_layers(lwa_layer(self, settings.architecture))
         # Its own log group only (no AWSLambdaBasicExecutionRole: that allows every log group).

@@ -112,7 +112,7 @@ class Ingestion(Construct):
             state_machine_type=sfn.StateMachineType.STANDARD,
             definition_body=sfn.DefinitionBody.from_string(definition),
             definition_substitutions={
-                placeholder: fn.target.function_arn for placeholder, fn in self.steps.items()
+                placeholder: fn.live.function_arn for placeholder, fn in self.steps.items()
             },
             tracing_enabled=True,
             # Steps pass small batches' text inline, so execution data stays out of the logs.
@@ -124,7 +124,7 @@ class Ingestion(Construct):
         )
         # The definition comes from a file, so CDK cannot see the Lambda tasks: grant exactly these.
         for fn in self.steps.values():
-            fn.target.grant_invoke(self.state_machine.role)
+            fn.live.grant_invoke(self.state_machine.role)
         acknowledge_wildcards(
             self.state_machine,
             "X-Ray tracing and CloudWatch Logs delivery (logs:CreateLogDelivery and friends) support "
@@ -133,7 +133,7 @@ class Ingestion(Construct):
         )
 
         self.consumer = make_function(self, routes.INGEST_CONSUMER_FUNCTION, state_machine=self.state_machine)
-        self.consumer.target.add_event_source(
+        self.consumer.live.add_event_source(
             events.SqsEventSource(
                 queue,
                 batch_size=CONSUMER_BATCH_SIZE,

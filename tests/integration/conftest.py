@@ -71,6 +71,20 @@ def wait_for_task(client: TestClient, task_id: str, timeout: float = 60.0) -> di
     raise AssertionError(f"task {task_id} did not finish within {timeout}s: {task}")
 
 
+def audited(stack: Any, request_id: str, timeout: float = 10) -> list[Any]:
+    """The audit records of one request, once written (a stream's record is written as it ends)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = [
+            r
+            for r in stack.services.audit.list(stack.settings.default_tenant, limit=1000)
+            if r.request_id == request_id
+        ]
+        if records or time.monotonic() > deadline:
+            return records
+        time.sleep(0.1)
+
+
 def ingest(client: TestClient, kb_id: str, **body: Any) -> dict[str, Any]:
     response = client.post(f"/v1/kb/{kb_id}/documents", json=body)
     assert response.status_code == 202, response.text

@@ -26,7 +26,7 @@ from starlette.testclient import TestClient
 from citegate.agents import query_v2
 from citegate.http import stream_app
 from citegate.local.aws_endpoint import free_port
-from tests.integration.conftest import TOKEN, ingest
+from tests.integration.conftest import TOKEN, audited, ingest
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 CLIENT_CLOSED = 499
@@ -116,19 +116,6 @@ def slow_query(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return seen
 
 
-def _audited(stack: Any, request_id: str, timeout: float = 10) -> list[Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        records = [
-            r
-            for r in stack.services.audit.list(stack.settings.default_tenant, limit=1000)
-            if r.request_id == request_id
-        ]
-        if records or time.monotonic() > deadline:
-            return records
-        time.sleep(0.1)
-
-
 def _bearer(request_id: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKEN}", **_lwa_headers(request_id)}
 
@@ -168,7 +155,7 @@ def test_the_first_frame_arrives_long_before_the_answer_ends(
         # Delivered as produced: 20 frames 100 ms apart arrive over about 2 s, not all at the end.
         assert len(arrivals) == 20 and arrivals[-1] - arrivals[0] > 1.5
     assert warm[0] < 1.0
-    assert [(r.status, r.route) for r in _audited(stack, request_id)] == [(200, "POST /api/v2/query")]
+    assert [(r.status, r.route) for r in audited(stack, request_id)] == [(200, "POST /api/v2/query")]
 
 
 def test_a_real_query_streams_its_cited_summary_whole(
@@ -242,11 +229,11 @@ def test_hanging_up_mid_stream_is_audited_once_and_stops_the_agent(
     while slow_query["closed"] < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert slow_query == {"started": 1, "closed": 1}
-    assert [(r.status, r.reason) for r in _audited(stack, request_id)] == [
+    assert [(r.status, r.reason) for r in audited(stack, request_id)] == [
         (CLIENT_CLOSED, "client_closed_request")
     ]
     time.sleep(0.5)  # nothing more is written for it later
-    assert len(_audited(stack, request_id)) == 1
+    assert len(audited(stack, request_id)) == 1
 
 
 def test_a_chat_turn_streams_through_its_own_entry(chat_url: str, client: TestClient) -> None:

@@ -1,6 +1,7 @@
 """The parts of API Gateway's payload-2.0 event that every entry builds the same way: the local
 gateway (citegate.local.gateway) and the AWS streaming entry (citegate.http.stream_app) each make
-the request context they know, and this the rest, so a handler reads one shape from both."""
+the request context they know, and this the rest, so a handler reads one shape from both. The
+same for the Lambda authorizer's event, which both build from a request's event."""
 
 from __future__ import annotations
 
@@ -66,3 +67,22 @@ def payload_event(
     if body:
         event["body"] = body.decode() if text else base64.b64encode(body).decode()
     return event
+
+
+def authorizer_event(event: dict[str, Any], route_arn_prefix: str) -> dict[str, Any]:
+    """The HTTP API's Lambda authorizer event (payload 2.0, REQUEST, no identity source but the
+    bearer header) for a request's event; the route ARN is `route_arn_prefix` and its route key."""
+    return {
+        "version": "2.0",
+        "type": "REQUEST",
+        "routeArn": route_arn_prefix + event["routeKey"].replace(" ", ""),
+        "identitySource": [event["headers"].get("authorization", "")],
+        "routeKey": event["routeKey"],
+        "rawPath": event["rawPath"],
+        "rawQueryString": event["rawQueryString"],
+        "headers": event["headers"],
+        "cookies": event.get("cookies", []),
+        "queryStringParameters": event.get("queryStringParameters", {}),
+        "requestContext": event["requestContext"],
+        "pathParameters": event.get("pathParameters", {}),
+    }

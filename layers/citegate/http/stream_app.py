@@ -44,6 +44,7 @@ from typing import Any
 
 from citegate import routes
 from citegate.errors import CitegateError, Forbidden, RouteNotFound, error_body, error_code, error_details
+from citegate.http import events
 from citegate.http.events import payload_event
 
 Scope = MutableMapping[str, Any]
@@ -157,21 +158,8 @@ def build_event(
 
 def authorizer_event(event: dict[str, Any]) -> dict[str, Any]:
     """The HTTP API's Lambda authorizer event (payload 2.0, REQUEST) for this request."""
-    context = event["requestContext"]
-    return {
-        "version": "2.0",
-        "type": "REQUEST",
-        "routeArn": f"lambda-url:{context.get('domainName', '')}/{event['routeKey'].replace(' ', '')}",
-        "identitySource": [event["headers"].get("authorization", "")],
-        "routeKey": event["routeKey"],
-        "rawPath": event["rawPath"],
-        "rawQueryString": event["rawQueryString"],
-        "headers": event["headers"],
-        "cookies": event.get("cookies", []),
-        "queryStringParameters": event.get("queryStringParameters", {}),
-        "requestContext": context,
-        "pathParameters": event.get("pathParameters", {}),
-    }
+    domain = event["requestContext"].get("domainName", "")
+    return events.authorizer_event(event, f"lambda-url:{domain}/")
 
 
 class AuthorizerFailed(Exception):

@@ -41,7 +41,7 @@ from citegate.errors import (
     error_code,
     error_details,
 )
-from citegate.http.events import payload_event
+from citegate.http.events import authorizer_event, payload_event
 from citegate.http.streaming import deliver
 from citegate.identity.sigv4 import LocalIamIdentity, SigV4Error, load_local_iam_credentials, verify_sigv4
 from citegate.local.functions import (
@@ -122,21 +122,7 @@ def build_event(
 
 def authorize(event: dict[str, Any]) -> dict[str, Any]:
     """Run the authorizer function on the request, as API Gateway would, and return its context."""
-    authorizer_event = {
-        "version": "2.0",
-        "type": "REQUEST",
-        "routeArn": _ROUTE_ARN_PREFIX + event["routeKey"].replace(" ", ""),
-        "identitySource": [event["headers"].get("authorization", "")],
-        "routeKey": event["routeKey"],
-        "rawPath": event["rawPath"],
-        "rawQueryString": event["rawQueryString"],
-        "headers": event["headers"],
-        "cookies": event.get("cookies", []),
-        "queryStringParameters": event.get("queryStringParameters", {}),
-        "requestContext": event["requestContext"],
-        "pathParameters": event.get("pathParameters", {}),
-    }
-    result = invoke(routes.AUTHORIZER_FUNCTION, authorizer_event)
+    result = invoke(routes.AUTHORIZER_FUNCTION, authorizer_event(event, _ROUTE_ARN_PREFIX))
     if not result.get("isAuthorized"):
         raise PermissionError("the authorizer refused the request")
     return dict(result.get("context") or {})

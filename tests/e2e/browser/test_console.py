@@ -29,28 +29,16 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.browser.widget_support import AXE, UI, chromium, require_chromium
 from tests.e2e.conftest import ROOT, SCREENSHOTS, TOKEN, Server
 from tests.support.oidc_issuer import DISCOVERY_PATH, JWKS_PATH, OidcIssuer, b64url
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = Path("/usr/bin/chromium")
-UI = ROOT / "ui"
 DIST = UI / "dist" / "console"
-AXE = UI / "node_modules" / "axe-core" / "axe.min.js"
 KB = "console-e2e"
 CLIENT_ID = "citegate-console"
 AGENT = "console-bot"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _build_console() -> None:
@@ -177,8 +165,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The server with the console at /console/ (as `make serve` runs it), the same files from a
     loopback static server on another origin (as a CDN hosts them in AWS: the API's CORS applies),
     and an OIDC issuer people sign in at."""
-    if not CHROMIUM.exists():
-        pytest.skip("no Chromium executable (apt-get install chromium)")
+    require_chromium()
     _build_console()
     handler = functools.partial(_Static, directory=str(DIST))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -211,12 +198,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def browser(stack: dict[str, Any]) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 def _api(stack: dict[str, Any], token: str | None = TOKEN) -> httpx.Client:

@@ -15,7 +15,7 @@ import pytest
 
 from citegate.agents import query_v2
 from citegate.chats import service as chats
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, audited
 
 CLIENT_CLOSED = 499
 
@@ -57,19 +57,6 @@ def _hang_up_after_first_frame(live_url: str, path: str, body: dict[str, Any]) -
     return request_id  # leaving both blocks closed the connection mid-stream
 
 
-def _audited(stack: Any, request_id: str, timeout: float = 10) -> list[Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        records = [
-            r
-            for r in stack.services.audit.list(stack.settings.default_tenant, limit=1000)
-            if r.request_id == request_id
-        ]
-        if records or time.monotonic() > deadline:
-            return records
-        time.sleep(0.1)
-
-
 def test_hanging_up_mid_stream_never_stalls_the_server(
     live_url: str, stack: Any, endless_query: dict[str, int]
 ) -> None:
@@ -87,7 +74,7 @@ def test_hanging_up_mid_stream_never_stalls_the_server(
         "closed": 5,
     }  # every abandoned stream was closed, none left running
     for request_id in request_ids:
-        records = _audited(stack, request_id)
+        records = audited(stack, request_id)
         assert [(r.status, r.reason) for r in records] == [(CLIENT_CLOSED, "client_closed_request")]
 
 
@@ -109,7 +96,7 @@ def test_many_clients_hanging_up_at_once_while_others_are_served(
         thread.join(timeout=30)
     assert len(results) == 8
     for request_id in results:
-        assert [r.status for r in _audited(stack, request_id)] == [CLIENT_CLOSED]
+        assert [r.status for r in audited(stack, request_id)] == [CLIENT_CLOSED]
 
 
 def test_a_chat_reply_abandoned_mid_stream_keeps_what_was_shown(
@@ -133,7 +120,7 @@ def test_a_chat_reply_abandoned_mid_stream_keeps_what_was_shown(
     request_id = _hang_up_after_first_frame(
         live_url, path, {"content": "Tell me everything.", "stream": True}
     )
-    assert [r.status for r in _audited(stack, request_id)] == [CLIENT_CLOSED]
+    assert [r.status for r in audited(stack, request_id)] == [CLIENT_CLOSED]
     with httpx.Client(base_url=live_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as client:
         messages = client.get(f"/api/v1/agent/chats/{chat_id}").json()["messages"]
     assert [m["type"] for m in messages] == ["user", "assistant"]
