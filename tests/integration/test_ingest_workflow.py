@@ -382,3 +382,42 @@ def test_a_raw_file_read_that_fails_for_want_of_an_answer_retries_the_step(
     with pytest.raises(ConnectionError):
         steps.parse(s, _batch(*refs))
     assert {s.tasks.get(r.task_id).status for r in refs} == {"running"}, "nothing failed for good"
+
+
+def test_a_throttled_step_waits_and_retries_as_the_state_machine_declares(
+    client: TestClient, kb: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every environment of the embed step busy (a bulk ingest on a small machine): Lambda answers
+    429, Step Functions names it `Lambda.TooManyRequestsException` and the workflow's Retry waits
+    for a free environment instead of failing the document."""
+    from citegate.local import functions
+
+    monkeypatch.setattr(functions, "ENVIRONMENT_WAIT_SECONDS", 0.2)
+    embed = functions.pool("ingest_embed")
+    held = [embed.acquire() for _ in range(embed.limit)]
+    try:
+        task_id = _submit(client, kb, text="Throttled, then embedded. " * 40, source_name="throttled.txt")
+        arn = None
+        deadline = time.monotonic() + 60
+        throttled: list[dict[str, Any]] = []
+        while not throttled:
+            assert time.monotonic() < deadline, "the embed step was never throttled"
+            time.sleep(0.1)
+            try:
+                arn = arn or _execution_of(stack, task_id)
+            except AssertionError:
+                continue
+            history = stack.services.aws.stepfunctions.get_execution_history(executionArn=arn)["events"]
+            throttled = [
+                e
+                for e in history
+                if e["type"] == "TaskFailed"
+                and e["taskFailedEventDetails"]["error"] == "Lambda.TooManyRequestsException"
+            ]
+        assert client.get(f"/v1/tasks/{task_id}").json()["status"] not in ("failed", "succeeded")
+    finally:
+        for environment in held:
+            embed.release(environment)
+    task = wait_for_task(client, task_id, timeout=120)
+    assert task["status"] == "succeeded", task
+    assert stack.services.index.count(kb_id=kb) == task["counts"]["children"] > 0

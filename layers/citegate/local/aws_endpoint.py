@@ -29,12 +29,27 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from citegate.local import moto_state
 from citegate.local.compaction import Compactor, last_records
-from citegate.local.functions import invoke
+from citegate.local.functions import TooManyRequestsException, invoke
 from citegate.local.journal import Journal, JournalingMiddleware, replay
 
 MOTO_CONFIG = {"lambda": {"use_docker": False}, "stepfunctions": {"execute_state_machine": True}}
 # Lambda function name (citegate-<stage>-<function>) -> our folder name under functions/.
 _function_routes: dict[str, str] = {}
+
+
+@functools.cache
+def _throttle_error() -> type[Exception]:
+    """moto's error for a throttled Invoke: HTTP 429, TooManyRequestsException (built on first use,
+    so importing this module does not import moto)."""
+    from moto.awslambda.exceptions import LambdaClientError
+
+    class LambdaThrottled(LambdaClientError):
+        code = 429
+
+        def __init__(self, message: str) -> None:
+            super().__init__("TooManyRequestsException", message)
+
+    return LambdaThrottled
 
 
 def _dispatching_invoke(
@@ -50,6 +65,11 @@ def _dispatching_invoke(
     event = json.loads(body) if body else {}
     try:
         result = invoke(function, event)
+    except TooManyRequestsException as busy:
+        # Lambda refuses a throttled Invoke with HTTP 429 TooManyRequestsException (not a function
+        # error), so Step Functions reports `Lambda.TooManyRequestsException` and the workflow's
+        # declared Retry waits and tries again, as in AWS.
+        raise _throttle_error()(str(busy)) from busy
     except Exception as error:  # reported to the caller as a Lambda function error, as AWS does
         response_headers["x-amz-function-error"] = "Unhandled"
         return json.dumps(

@@ -7,7 +7,9 @@ state), checked out for one event and returned when the event is done: for a str
 response, when the stream has been read to its end or closed. A function has at most
 `CITEGATE_LOCAL_ENVIRONMENTS` environments (default 8, like a reserved concurrency); an event
 that finds them all busy waits for one, and after `ENVIRONMENT_WAIT_SECONDS` is refused as
-throttled (`TooManyRequestsException`, as Lambda does).
+throttled (`TooManyRequestsException`, as Lambda does). A throttled Invoke from the ingestion
+workflow reaches Step Functions as Lambda's 429 (`citegate.local.aws_endpoint`), so the state
+machine's declared Retry on `Lambda.TooManyRequestsException` waits and retries it locally too.
 
 What environments share is what Lambda's would share too if they were threads of one process:
 the layer's modules. So the layer keeps no request state in module or class attributes either
@@ -98,7 +100,8 @@ class FunctionPool:
     def busy(self) -> int:
         return self._busy
 
-    def acquire(self, timeout: float = ENVIRONMENT_WAIT_SECONDS) -> Environment:
+    def acquire(self, timeout: float | None = None) -> Environment:
+        timeout = ENVIRONMENT_WAIT_SECONDS if timeout is None else timeout
         with self._ready:
             if not self._ready.wait_for(lambda: bool(self._idle) or self._created < self.limit, timeout):
                 raise TooManyRequestsException(
