@@ -8,8 +8,11 @@ Layout (all names derive from `prefix`):
     {prefix}-rrf-60              search pipeline: score-ranker-processor, rrf (OpenSearch 2.19+)
 
 Mapping choices, and why:
-    text, title,   `citegate_english`: standard tokenizer, lowercase, Snowball English stemmer
-    context        (`porter2`, the stemmer tantivy uses in the embedded engine), no stopword filter
+    text, title,   `citegate_english`: standard tokenizer, identifiers kept whole and split into
+    context        their parts (`word_delimiter`, preserve_original: `os.path.join`, `work_mem`,
+                   `getElementById`; an index created before keeps its analysis until it is
+                   recreated), lowercase, Snowball English stemmer
+                   (`porter2`, the stemmer tantivy uses in the embedded engine), no stopword filter
                    (the embedded index keeps stopwords too, so a stopword-only query still matches).
                    `context` is the chunk's parent text (`parent_contexts`), indexed, kept out of
                    `_source`; the lexical query sums the three fields with `LexicalFields` boosts.
@@ -166,7 +169,7 @@ def index_body(dimension: int, *, chinese_analyzer: ChineseAnalyzer = "smartcn")
         ENGLISH_ANALYZER: {
             "type": "custom",
             "tokenizer": "standard",
-            "filter": ["lowercase", "citegate_english_stemmer"],
+            "filter": ["citegate_identifiers", "lowercase", "citegate_english_stemmer"],
         }
     }
     if chinese_analyzer == "icu":
@@ -201,7 +204,18 @@ def index_body(dimension: int, *, chinese_analyzer: ChineseAnalyzer = "smartcn")
         "settings": {
             "index.knn": True,
             "analysis": {
-                "filter": {"citegate_english_stemmer": {"type": "stemmer", "language": "porter2"}},
+                "filter": {
+                    "citegate_english_stemmer": {"type": "stemmer", "language": "porter2"},
+                    # Identifiers whole and by their parts, as the embedded engine indexes them
+                    # (citegate.search.analysis.identifier_terms): os.path.join, work_mem, fooBar.
+                    "citegate_identifiers": {
+                        "type": "word_delimiter",
+                        "preserve_original": True,
+                        "split_on_case_change": True,
+                        "split_on_numerics": False,
+                        "stem_english_possessive": False,
+                    },
+                },
                 "analyzer": analyzers,
             },
         },

@@ -12,7 +12,7 @@ from citegate.search.analysis import analyze, index_terms, query_terms, query_te
 def test_english_is_lowercased_split_on_non_word_characters_and_keeps_numbers() -> None:
     assert (
         analyze("Hello, World! Version 3.14 of max_length (beta)...")
-        == "hello world version 3 14 of max_length beta"
+        == "hello world version 3 14 of max_length beta 3.14 max length"  # identifiers after the words
     )
 
 
@@ -82,7 +82,7 @@ def test_every_query_term_of_a_text_is_an_index_term_of_it(text: str) -> None:
 
 
 def test_query_syntax_is_just_text() -> None:
-    assert query_terms('title:foo AND (kb_id:"other" OR *)') == ["titl", "foo", "kb_id", "other"]
+    assert query_terms('title:foo AND (kb_id:"other" OR *)') == ["titl", "foo", "kb_id", "other", "kb", "id"]
 
 
 def test_very_long_tokens_are_dropped() -> None:
@@ -104,3 +104,21 @@ def test_query_text_applies_the_query_rules_to_whole_words() -> None:
 )
 def test_query_text_has_the_terms_of_query_terms(text: str) -> None:
     assert query_terms(query_text(text)) == query_terms(text)
+
+
+def test_identifiers_are_indexed_whole_and_by_their_parts() -> None:
+    """Technical documentation names things: `os.path.join`, `work_mem`, `--no-verify`,
+    `getElementById`. Each is searchable exactly (its whole form) and by its parts."""
+    terms = set(index_terms("Use os.path.join(); set work_mem; git commit --no-verify; getElementById"))
+    assert {"os.path.join", "os", "path", "join"} <= terms
+    assert {"work_mem", "work", "mem"} <= terms
+    assert {"no-verifi", "verifi"} <= terms
+    assert {"getelementbyid", "get", "element", "id"} <= terms
+    # Words without an identifier's shape give nothing more; a sentence's final period is no joiner.
+    assert analyze("PostgreSQL ends here. Next one") == "postgresql ends here next one"
+
+
+def test_a_query_naming_an_identifier_asks_for_its_whole_form() -> None:
+    assert "os.path.join" in query_terms("What does os.path.join do?")
+    assert {"work_mem", "work", "mem"} <= set(query_terms("default of work_mem"))
+    assert set(query_terms("work mem")) <= set(index_terms("work_mem"))

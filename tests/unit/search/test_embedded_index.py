@@ -110,6 +110,24 @@ def test_chinese_lexical_hit(index: EmbeddedSearchIndex) -> None:
     assert refs(index, query="北京故宫", vector=None, filter=kb("A"), limit=5, mode="lexical") == ["zh2"]
 
 
+def test_an_identifier_matches_exactly_before_its_parts_and_by_its_parts(index: EmbeddedSearchIndex) -> None:
+    """`os.path.join` asked for: its own entry outranks passages that hold `os`, `path` and `join`
+    apart (more often, even); `work mem` in prose still finds `work_mem`."""
+    index.upsert_document(
+        "A",
+        "d1",
+        [
+            chunk("entry", "os.path.join(path, *paths): join one or more path components."),
+            chunk("mention", "The os module: join a path to a path, or a path to os paths; join path lists."),
+            chunk("setting", "work_mem (integer): the base maximum memory used by a query operation."),
+            chunk("other", "Memory for maintenance operations such as VACUUM."),
+        ],
+    )
+    exact = refs(index, query="os.path.join", vector=None, filter=kb("A"), limit=5, mode="lexical")
+    assert exact[:2] == ["entry", "mention"]
+    assert refs(index, query="work mem", vector=None, filter=kb("A"), limit=5, mode="lexical")[0] == "setting"
+
+
 def test_title_is_searched_with_a_lower_weight(index: EmbeddedSearchIndex) -> None:
     index.upsert_document(
         "A",

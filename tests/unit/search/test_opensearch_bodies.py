@@ -179,12 +179,21 @@ EXPECTED_INDEX = {
     "settings": {
         "index.knn": True,
         "analysis": {
-            "filter": {"citegate_english_stemmer": {"type": "stemmer", "language": "porter2"}},
+            "filter": {
+                "citegate_english_stemmer": {"type": "stemmer", "language": "porter2"},
+                "citegate_identifiers": {
+                    "type": "word_delimiter",
+                    "preserve_original": True,
+                    "split_on_case_change": True,
+                    "split_on_numerics": False,
+                    "stem_english_possessive": False,
+                },
+            },
             "analyzer": {
                 "citegate_english": {
                     "type": "custom",
                     "tokenizer": "standard",
-                    "filter": ["lowercase", "citegate_english_stemmer"],
+                    "filter": ["citegate_identifiers", "lowercase", "citegate_english_stemmer"],
                 }
             },
         },
