@@ -225,3 +225,21 @@ def test_an_answer_with_nothing_verified_is_no_answer(client: TestClient, mars: 
     body = client.post(f"/v1/kb/{mars}/ask", json=MARS).json()
     assert body["no_answer"] is True and body["citations"] == []
     assert body["no_answer_reason"].startswith("No sentence of the answer was found supported")
+
+
+def test_a_setting_no_document_names_is_declined_saying_the_knowledge_base_does_not_mention_it(
+    client: TestClient, docs: str
+) -> None:
+    """Issue 27: `memory.max_age` occurs in no document, though `memory.max_items`, `memory.path`
+    and every other word of the question do; the answer says the knowledge base lacks it instead of
+    quoting the memory settings that are there. The settings that are there still answer."""
+    body = client.post(
+        f"/v1/kb/{docs}/ask", json={"question": "What is the default value of memory.max_age in kgent.toml?"}
+    ).json()
+    assert body["no_answer"] is True and body["citations"] == [], body
+    assert body["no_answer_reason"] == "The knowledge base does not mention 'memory.max_age'."
+    known = client.post(
+        f"/v1/kb/{docs}/ask", json={"question": "How many entries does memory.max_items keep by default?"}
+    ).json()
+    assert known["no_answer"] is False, known
+    assert "10,000" in known["answer"]

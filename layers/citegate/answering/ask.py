@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from citegate.answering.base import AnswererUnavailable, Draft, Evidence
 from citegate.answering.confidence import Confidence, assess
+from citegate.answering.specific import never_mentioned
 from citegate.answering.validate import Bound, bind
 from citegate.answering.verify import Verifier, verify_bound
 from citegate.citations import citation_for
@@ -159,6 +160,11 @@ def ask(
         stats["model"] = draft.model
     if draft.support_score is not None:
         stats["support_score"] = round(draft.support_score, 4)
+    # A question naming an identifier or a name that no document in scope holds is not answered
+    # from passages about something else, whatever the answerer made of them.
+    unknown = never_mentioned(s.index, scope.to_filter(), question, evidence)
+    if unknown:
+        draft = replace(draft, declined=True, reason=unknown, answer="", used_refs=())
     if draft.declined:
         return no_answer("weak_evidence", evidence, draft, None)
     bound = bind(draft, evidence)

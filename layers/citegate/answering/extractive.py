@@ -60,9 +60,11 @@ import numpy as np
 from tantivy import TextAnalyzer
 
 from citegate.answering.base import Draft, Evidence
+from citegate.answering.specific import SpecificTerm, specific_terms
 from citegate.citations import own_section
 from citegate.embedding.base import Embedder, EmbeddingUnavailable
-from citegate.search.analysis import MAX_TOKEN_BYTES, STOPWORDS, text_analyzer, tokenize
+from citegate.ingest.chunking import iter_headings
+from citegate.search.analysis import MAX_TOKEN_BYTES, STOPWORDS, index_terms, text_analyzer, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +137,10 @@ FEATURES: Final = (
     "key_recall",  # IDF-weighted share of the question's key terms in the sentence's context
     "key_in_sentence",  # 1 if the sentence itself holds a key term
     "focus",  # 1 if the sentence holds what the question asks for (a number, a time, a name, ...)
+    "identifiers",  # 1 if the passage holds every identifier the question names (or it names none)
+    "entry",  # 1 if the passage's title or section heading names what the question is about: the
+    # entry of the setting, option, function or command asked for, not a page that mentions it
+    "lead",  # 1 if the sentence opens its section and the question asks what something is or does
 )
 
 # Rank score of a sentence: which sentences to quote. Coordinate ascent over a grid (0-2) for
@@ -151,6 +157,10 @@ RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
         "answer_type": 0.75,
         "retrieval": 1.5,
         "rank_prior": 0.1,
+        # Issue 27 (real manuals' dev halves, benchmarks/manuals): the fact asked for sits in the
+        # entry of the thing asked about, and "what does X do" is answered where X's section opens.
+        "entry": 1.0,
+        "lead": 1.0,
     }
 )
 
@@ -746,6 +756,41 @@ _CALENDAR_WORDS = frozenset(
 )
 
 
+# "What does X do?", "What is X?", "What is X used for?": answered by what X's own section says
+# first (a command's description, a function's summary line), not by a caveat further down.
+_DEFINITION_QUESTION = re.compile(
+    r"^\s*what\s+(?:does|do)\b.*\b(?:do|mean|return|returns)\s*\??\s*$"
+    r"|^\s*what\s+(?:is|are)\s+(?:an?\s+|the\s+)?[^\s?]+(?:\s+[^\s?]+){0,3}\s*\??\s*$"
+    r"|\bwhat\s+is\s+the\s+(?:purpose|use|meaning)\s+of\b|\bused\s+for\s*\??\s*$",
+    re.IGNORECASE,
+)
+
+
+# Section headings under which a manual says what a thing is or does (man pages, reference pages).
+_DESCRIPTION_HEADINGS: Final = frozenset(
+    {"description", "overview", "summary", "name", "synopsis", "introduction", "purpose", "about"}
+)
+
+
+def _describes(heading: str, specific: Sequence[SpecificTerm]) -> bool:
+    """Whether a section with this heading describes the thing asked about: a description-like
+    heading, or one that names it (a function's or a setting's own entry)."""
+    words = {w.lower() for w in _WORD_RUN.findall(heading)}
+    return bool(words & _DESCRIPTION_HEADINGS) or (bool(specific) and _names(specific, heading))
+
+
+def _opens_section(text: str) -> bool:
+    """Whether the passage holds the start of its own section (a heading line before its middle),
+    so that its first quotable sentence is the first sentence of that section."""
+    middle = len(text) // 2
+    return any(h.start <= middle for h in iter_headings(text))
+
+
+def _names(terms: Sequence[SpecificTerm], text: str) -> bool:
+    held = frozenset(index_terms(text))
+    return any(term.required <= held for term in terms)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One sentence of one passage, with its features and rank score."""
@@ -905,6 +950,23 @@ class ExtractiveAnswerer:
         units = {ev.number: _quotable(ev.text) for ev in evidence}
         passages = [(ev, [_analyse_sentence(text) for text, _ in units[ev.number]]) for ev in evidence]
         q = _chinese_aliases(q, frozenset().union(*(s.stem_set for _, ss in passages for s in ss)))
+        # Identifiers and names the question asks about (citegate.answering.specific): an
+        # identifier no passage holds means the evidence cannot answer; a passage whose title or
+        # heading names one is that thing's own entry.
+        specific = specific_terms(question)
+        identifiers = [t for t in specific if t.identifier]
+        passage_terms = {
+            ev.number: frozenset(index_terms(f"{ev.title}\n{ev.heading}\n{ev.text}")) for ev in evidence
+        }
+        holds_identifiers = {
+            n: all(t.required <= terms for t in identifiers) for n, terms in passage_terms.items()
+        }
+        held = frozenset().union(*passage_terms.values())
+        absent_identifiers = [t for t in identifiers if not t.required <= held]
+        entries = {
+            ev.number: bool(specific) and _names(specific, f"{ev.title}\n{ev.heading}") for ev in evidence
+        }
+        definition = bool(_DEFINITION_QUESTION.search(question))
         # The title and the heading of the section the passage sits in are read with every sentence.
         titles = {
             ev.number: frozenset(_stems(_tokens(f"{ev.title} {ev.heading}".strip()))) for ev in evidence
@@ -957,6 +1019,8 @@ class ExtractiveAnswerer:
             missing_salient = 1.0 if q.salient - passage_stems else 0.0
             absent = sum(1 for t in q.terms if df[t] == 0 and t not in all_titles) / (len(q.terms) or 1)
             retrieval = ev.score / max_score if max_score > 0 else 0.0
+            first_quotable = next((i for i, (_, ok) in enumerate(units[ev.number]) if ok), -1)
+            opens = definition and _opens_section(ev.text) and _describes(ev.heading, specific)
             for i, sentence in enumerate(sentences):
                 if not units[ev.number][i][1]:
                     continue  # a fragment: context for its neighbours, never a quote
@@ -1002,6 +1066,9 @@ class ExtractiveAnswerer:
                     "key_recall": key_recall(context),
                     "key_in_sentence": 1.0 if any(t in own for t in key) else 0.0,
                     "focus": 1.0 if any(_meets_focus(q, s) for s in focus_of) else 0.0,
+                    "identifiers": 1.0 if holds_identifiers[ev.number] else 0.0,
+                    "entry": 1.0 if entries[ev.number] else 0.0,
+                    "lead": 1.0 if opens and i == first_quotable else 0.0,
                 }
                 candidates.append(Candidate(ev, i, text, features, parts=parts))
 
@@ -1018,6 +1085,7 @@ class ExtractiveAnswerer:
                 "key_terms": list(key),
                 "sentences": n,
                 "unmentioned": [q.words.get(t, t) for t in key if df[t] == 0 and t not in all_titles],
+                "absent_identifiers": [t.text for t in absent_identifiers],
             },
         )
 
@@ -1093,6 +1161,8 @@ class ExtractiveAnswerer:
             return False
         if config.require_key_in_sentence and features.get("key_in_sentence", 1.0) < 1.0:
             return False
+        if features.get("identifiers", 1.0) < 1.0:  # a passage without the identifier asked about
+            return False
         return features.get("key_recall", 1.0) >= config.min_key_recall
 
     def support_logit(self, analysis: Analysis) -> float:
@@ -1122,6 +1192,18 @@ class ExtractiveAnswerer:
         config = self.config
         if not analysis.candidates and not analysis.diagnostics.get("sentences"):
             return Draft("", (), declined=True, reason=NO_EVIDENCE_REASON, support_score=0.0, model=self.name)
+        absent = analysis.diagnostics.get("absent_identifiers")
+        if isinstance(absent, list) and absent:
+            # Nothing the evidence says is about an identifier it never names.
+            return Draft(
+                "",
+                (),
+                declined=True,
+                reason=MISSING_TERMS_REASON.format(terms=", ".join(f"'{t}'" for t in absent)),
+                support_score=0.0,
+                model=self.name,
+                diagnostics={**analysis.diagnostics, "eligible": 0},
+            )
         allowed = self.eligible(analysis)
         if not allowed.candidates:
             return Draft(
@@ -1171,6 +1253,8 @@ class ExtractiveAnswerer:
                 break
             if candidate.rank_score < config.extra_sentence_ratio * best.rank_score:
                 break  # candidates are sorted: nothing further qualifies
+            if candidate.features.get("entry", 0.0) < best.features.get("entry", 0.0):
+                continue  # the entry of the thing asked about answers; a mention elsewhere does not
             ref = candidate.evidence.ref_id
             if ref not in refs and len(refs) >= config.max_passages:
                 continue

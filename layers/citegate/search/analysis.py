@@ -151,6 +151,11 @@ def analyze(text: str) -> str:
     return " ".join(tokens + extra if extra else tokens)
 
 
+def word_terms(text: str) -> list[str]:
+    """The stemmed word tokens of `text`, without identifiers' extra forms and parts."""
+    return _shared_analyzer().analyze(" ".join(tokenize(text)))
+
+
 def index_terms(text: str) -> list[str]:
     """The terms tantivy stores for `text` (stemmed, in order, repeats kept): for tests and debugging."""
     return _shared_analyzer().analyze(analyze(text))

@@ -1,0 +1,120 @@
+"""Answers from the sentence that states the fact, in documentation as real manuals write it
+(issue 27): a setting's default comes from the setting's own entry, "what does X do" from the
+opening of X's own page, and a question about an identifier the passages never name is declined
+with that identifier in the reason.
+
+The passages are shaped like those of a real reference manual once parsed and chunked: a
+configuration reference whose entries are sections headed by the setting, command pages titled
+by the command.
+"""
+
+from __future__ import annotations
+
+import re
+
+from citegate.answering.base import Evidence
+from citegate.answering.extractive import ExtractiveAnswerer
+from citegate.answering.specific import specific_terms
+
+MARKER = re.compile(r"\s*\[\d+\]")
+
+RESOURCE_PAGE = "20.4. Resource Consumption"
+
+WORK_MEM = """### work_mem (integer)
+
+Sets the base maximum amount of memory to be used by a query operation (such as a sort or hash
+table) before writing to temporary disk files. If this value is specified without units, it is
+taken as kilobytes. The default value is four megabytes (4MB)."""
+
+HASH_MEM = """### hash_mem_multiplier (floating point)
+
+Used to compute the maximum amount of memory that hash-based operations can use. The final limit
+is determined by multiplying work_mem by hash_mem_multiplier. The default value is 2.0, which
+makes hash-based operations use twice the usual work_mem base amount."""
+
+TRUNCATE_DESCRIPTION = """## Description
+
+TRUNCATE quickly removes all rows from a set of tables. It has the same effect as an unqualified
+DELETE on each table, but since it does not actually scan the tables it is faster."""
+
+TRUNCATE_NOTES = """## Notes
+
+TRUNCATE will not fire any ON DELETE triggers that might exist for the tables. But it will fire
+ON TRUNCATE triggers."""
+
+DELETE_NOTES = """## Notes
+
+TRUNCATE provides a faster mechanism to remove all rows from a table than DELETE does, and it
+reclaims disk space immediately."""
+
+
+def evidence(*passages: tuple[str, str, str]) -> list[Evidence]:
+    """(title, heading, text) passages, numbered in retrieval order, the later ones scored lower."""
+    return [
+        Evidence(number=n, ref_id=f"r{n}", text=text, score=1.0 - 0.05 * n, title=title, heading=heading)
+        for n, (title, heading, text) in enumerate(passages, start=1)
+    ]
+
+
+def test_a_settings_default_comes_from_its_own_entry_not_from_a_neighbour_that_mentions_it() -> None:
+    draft = ExtractiveAnswerer().answer(
+        "What is the default value of work_mem?",
+        evidence(
+            (RESOURCE_PAGE, "hash_mem_multiplier (floating point)", HASH_MEM),
+            (RESOURCE_PAGE, "work_mem (integer)", WORK_MEM),
+        ),
+    )
+    assert not draft.declined, draft.reason
+    assert "four megabytes (4MB)" in draft.answer
+    assert draft.used_refs == ("r2",)
+
+
+def test_what_a_command_does_comes_from_the_opening_of_its_page_not_from_a_caveat() -> None:
+    draft = ExtractiveAnswerer().answer(
+        "What does TRUNCATE do?",
+        evidence(
+            ("TRUNCATE", "Notes", TRUNCATE_NOTES),
+            ("DELETE", "Notes", DELETE_NOTES),
+            ("TRUNCATE", "Description", TRUNCATE_DESCRIPTION),
+        ),
+    )
+    assert not draft.declined, draft.reason
+    first = MARKER.sub("", draft.answer).split(". ")[0]
+    assert first.startswith("TRUNCATE quickly removes all rows from a set of tables")
+    assert draft.used_refs[0] == "r3"
+
+
+def test_an_identifier_no_passage_names_is_declined_with_it_in_the_reason() -> None:
+    draft = ExtractiveAnswerer().answer(
+        "What is the default value of io_combine_limit?",
+        evidence(
+            (RESOURCE_PAGE, "work_mem (integer)", WORK_MEM),
+            (RESOURCE_PAGE, "hash_mem_multiplier (floating point)", HASH_MEM),
+        ),
+    )
+    assert draft.declined and draft.answer == ""
+    assert draft.reason is not None and "io_combine_limit" in draft.reason
+
+
+def test_a_passage_without_the_identifier_asked_about_is_never_quoted() -> None:
+    """Two identifiers asked about; only the passage holding both may answer."""
+    draft = ExtractiveAnswerer().answer(
+        "How is hash_mem_multiplier combined with work_mem?",
+        evidence(
+            (RESOURCE_PAGE, "work_mem (integer)", WORK_MEM),
+            (RESOURCE_PAGE, "hash_mem_multiplier (floating point)", HASH_MEM),
+        ),
+    )
+    assert not draft.declined, draft.reason
+    assert draft.used_refs == ("r2",)
+
+
+def test_the_specific_terms_of_a_question_are_its_identifiers_and_names() -> None:
+    found = {t.text: t.identifier for t in specific_terms("Does `pg_stat_io` in Patroni use os.path.join()?")}
+    assert found == {"pg_stat_io": True, "os.path.join": True, "Patroni": False}
+    # The opening word and question words are no names; plain words are no identifiers.
+    assert specific_terms("What is the tallest volcano on Mars?") == (
+        specific_terms("What is the tallest volcano on Mars?")[0],
+    )
+    assert [t.text for t in specific_terms("How tall is it?")] == []
+    assert [t.text for t in specific_terms("What does git commit --no-verify skip?")] == ["--no-verify"]
