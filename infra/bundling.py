@@ -129,7 +129,7 @@ TRIM_DIR_NAMES: frozenset[str] = frozenset({"tests", "__pycache__"})
 SOURCELESS = True
 
 # The layers' roots in the lock's graph (PEP 503 normalised names).
-PARSING_ROOTS: tuple[str, ...] = ("pypdf", "trafilatura")
+PARSING_ROOTS: tuple[str, ...] = ("pypdf", "trafilatura", "lxml")  # lxml: the HTML renderer's tree
 # Optional extras of the project that a Lambda layer carries: the MCP SDK (and its ASGI stack,
 # starlette and sse-starlette, with jsonschema) for the /mcp function only.
 LAYER_EXTRAS: Mapping[str, str] = {"mcp": "mcp"}  # layer group -> project extra
@@ -167,7 +167,7 @@ SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
         "jieba",
         "jieba.finalseg",
     ),
-    "parsing": ("pypdf", "trafilatura"),
+    "parsing": ("pypdf", "trafilatura", "lxml.etree"),
     "llm": ("openai",),
     "auth": ("joserfc", "citegate.identity.jwt_verify"),
     "stream": ("uvicorn", "citegate.http.stream_app"),

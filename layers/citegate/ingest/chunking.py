@@ -61,11 +61,13 @@ _TAIL_STRETCH = 1.25
 
 
 class Heading(NamedTuple):
-    """An ATX heading line: `start` is the offset of the line, `text` is without the `#` marks."""
+    """An ATX heading line: `start` is the offset of the line, `text` is without the `#` marks and
+    without an explicit id; `anchor` is that id (`## Memory {#runtime-config-memory}`), else ""."""
 
     start: int
     level: int
     text: str
+    anchor: str = ""
 
 
 # One regex pass finds both heading lines and code-fence lines, so `#` comments in code are skipped.
@@ -74,6 +76,9 @@ _HEADING_OR_FENCE = re.compile(
     re.MULTILINE,
 )
 _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+# An explicit heading id at the end of the line, as Pandoc, Docusaurus (`{#id}`) and MkDocs'
+# attr_list (`{: #id }`, `{ #id .class }`) write it; HTML parsing writes element ids this way.
+_HEADING_ID = re.compile(r"[ \t]*\{:?[ \t]*#([^\s{}]+)(?:[ \t]+[^{}]*)?\}[ \t]*$")
 
 
 def iter_headings(text: str) -> Iterator[Heading]:
@@ -91,10 +96,13 @@ def iter_headings(text: str) -> Iterator[Heading]:
             if marker[0] != "`" or "`" not in info:  # a backtick "fence" with ` in it is inline code
                 fence = marker
             continue
+        anchor = ""
+        if title and title.endswith("}") and (explicit := _HEADING_ID.search(title)):
+            anchor, title = explicit.group(1), title[: explicit.start()]
         if title and title.endswith("#"):
             title = _CLOSING_HASHES.sub("", title)
         if title and (title := title.strip()):
-            yield Heading(match.start(), len(hashes), title)
+            yield Heading(match.start(), len(hashes), title, anchor)
 
 
 _NOT_ASCII_SLUG = re.compile(r"[^a-z0-9 _-]")
@@ -122,18 +130,22 @@ class _Section(NamedTuple):
 
 
 def _sections(text: str) -> list[_Section]:
-    """Sections start at each heading; text before the first heading is a heading-less section."""
+    """Sections start at each heading; text before the first heading is a heading-less section.
+
+    A heading's anchor is its explicit id when it has one (the page's own element id: kept as it
+    is, since that is what the page's links use), else its GitHub-style slug, made unique."""
     sections: list[_Section] = []
     stack: list[tuple[int, tuple[str, ...]]] = []  # (level, heading path down to that heading)
-    seen: dict[str, int] = {}
-    for start, level, title in iter_headings(text):
+    headings = list(iter_headings(text))
+    seen: dict[str, int] = {h.anchor: 0 for h in headings if h.anchor}  # slugs never take a real id
+    for start, level, title, explicit in headings:
         if not sections and start > 0 and text[:start].strip():
             sections.append(_Section(0, "", (), ""))
         while stack and stack[-1][0] >= level:
             stack.pop()
         path = (*stack[-1][1], title) if stack else (title,)
         stack.append((level, path))
-        sections.append(_Section(start, title, path, _unique(slugify(title), seen)))
+        sections.append(_Section(start, title, path, explicit or _unique(slugify(title), seen)))
     if not sections:
         sections.append(_Section(0, "", (), ""))
     return sections
@@ -285,10 +297,36 @@ def _parent_blocks(text: str, sections: list[_Section], config: ChunkingConfig) 
 # Children
 
 
-def _child_spans(text: str, start: int, end: int, config: ChunkingConfig) -> Iterator[tuple[int, int]]:
-    """Greedy windows of at most child_size inside [start, end), each overlapping the previous one."""
+def _overlap_start(text: str, lo: int, hi: int) -> int:
+    """Where an overlapping child starts in [lo, hi]: right after a sentence end, else at a word or
+    clause boundary (the earliest, for the most shared text), else `lo` (a language without spaces)."""
+    for pattern in _START_LEVELS:
+        match = pattern.search(text, lo, hi)
+        if match is not None and lo <= match.end() <= hi:
+            return match.end()
+    return lo
+
+
+def _child_spans(
+    text: str, start: int, end: int, config: ChunkingConfig, lead_from: int | None = None
+) -> Iterator[tuple[int, int]]:
+    """Greedy windows of at most child_size inside [start, end), each overlapping the previous one.
+
+    With `lead_from` (the start of the child before, in the previous section), the first window
+    also starts up to child_overlap characters before `start`, so children overlap across section
+    boundaries too. It reaches back at most as far as the section's own part of the window is long,
+    so the window's middle, which names its section, stays in this section."""
     size, overlap = config.child_size, config.child_overlap
     pos, end = _trim(text, start, end)
+    if pos >= end:
+        return
+    if lead_from is not None and overlap:
+        reach = min(overlap, end - pos, size // 4)
+        lo = max(lead_from + 1, pos - reach)
+        if lo < pos:
+            # Between `reach` and half of it back (half of child_overlap when the reach is full).
+            hi = max(lo, pos - min(overlap // 2, max(1, reach // 2)))
+            pos = _trim(text, _overlap_start(text, lo, hi), end)[0]
     while pos < end:
         if end - pos <= size:
             yield pos, end
@@ -299,32 +337,30 @@ def _child_spans(text: str, start: int, end: int, config: ChunkingConfig) -> Ite
             yield piece
         nxt = cut
         if overlap:
-            # Start the next child at a sentence or word start between `overlap` and `overlap/2` back,
-            # so the shared text is readable; a hard position if the language has no spaces there.
-            lo = max(pos + 1, cut - overlap)
-            hi = max(lo, cut - overlap // 2)
-            nxt = lo
-            for pattern in _START_LEVELS:
-                match = pattern.search(text, lo, hi)
-                if match is not None and lo <= match.end() <= hi:
-                    nxt = match.end()
-                    break
+            # Start the next child between `overlap` and `overlap/2` before the end of this one, so
+            # the shared text is readable; measured from the piece's end without its whitespace.
+            lo = max(pos + 1, piece[1] - overlap)
+            nxt = _overlap_start(text, lo, max(lo, piece[1] - overlap // 2))
         pos = _trim(text, nxt, end)[0]
 
 
 def _section_child_spans(
     text: str, start: int, end: int, sections: Sequence[_Section], config: ChunkingConfig
 ) -> Iterator[tuple[int, int]]:
-    """Children of one parent, never across a heading: a child belongs to one section, so the
-    heading its citation names is the section of every sentence in it. A section with no text of
-    its own (a heading straight followed by a subheading) rides with the section after it."""
+    """Children of one parent, one section at a time: a child's own text (after the overlap it
+    shares with the child before) is in one section, so the heading its citation names is the
+    section of what it says. A section with no text of its own (a heading straight followed by a
+    subheading) rides with the section after it."""
     bounds = [start] + [s.start for s in sections if start < s.start < end] + [end]
     piece_start = start
+    previous: int | None = None  # start of the last child yielded in this parent
     for lo, hi in pairwise(bounds):
         body_start = text.find("\n", lo, hi)
         if hi < end and (body_start < 0 or not text[body_start:hi].strip()):
             continue  # only a heading line: joined to the next piece
-        yield from _child_spans(text, piece_start, hi, config)
+        for span in _child_spans(text, piece_start, hi, config, previous):
+            previous = span[0]
+            yield span
         piece_start = hi
 
 

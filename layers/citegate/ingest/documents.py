@@ -16,7 +16,9 @@ class PageSpan:
 
 @dataclass(frozen=True)
 class ParsedDocument:
-    """A source document as Markdown-like text. Headings are `#` lines, whatever the source format."""
+    """A source document as Markdown-like text. Headings are `#` lines, whatever the source format;
+    a heading line may end with the id the source gives it, `## Memory {#runtime-config-memory}`,
+    which chunking uses as the anchor of the chunks under it."""
 
     text: str
     title: str = ""

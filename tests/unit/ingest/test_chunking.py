@@ -293,3 +293,55 @@ def test_invalid_configurations_are_rejected() -> None:
         ChunkingConfig(child_size=100, child_overlap=100)
     with pytest.raises(ValueError, match="min_parent_size"):
         ChunkingConfig(min_parent_size=5000, max_parent_size=4000)
+
+
+# -- explicit heading ids ---------------------------------------------------------------------------
+
+EXPLICIT = """# Server configuration {#runtime-config}
+
+Intro to the settings.
+
+## Memory {: #runtime-config-memory }
+
+### work_mem (integer) {#GUC-WORK-MEM}
+
+Sets the base maximum amount of memory to be used by a query operation.
+
+## Memory
+
+A second section titled like the first, without an id.
+
+## memory again { #memory .wide }
+
+Text.
+"""
+
+
+def test_a_heading_id_is_read_as_the_anchor_and_left_out_of_the_heading_text() -> None:
+    found = [(h.level, h.text, h.anchor) for h in iter_headings(EXPLICIT)]
+    assert found == [
+        (1, "Server configuration", "runtime-config"),
+        (2, "Memory", "runtime-config-memory"),
+        (3, "work_mem (integer)", "GUC-WORK-MEM"),
+        (2, "Memory", ""),
+        (2, "memory again", "memory"),
+    ]
+
+
+def test_chunks_cite_the_explicit_id_as_written_and_slugs_never_take_a_real_id() -> None:
+    tiny = ChunkingConfig(child_size=100, child_overlap=20, min_parent_size=1, max_parent_size=200)
+    chunked = chunk_document(ParsedDocument(text=EXPLICIT), tiny)
+    got = [(p.heading, p.heading_path, p.anchor) for p in chunked.parents]
+    assert got == [
+        ("Server configuration", ("Server configuration",), "runtime-config"),
+        ("Memory", ("Server configuration", "Memory"), "runtime-config-memory"),
+        (
+            "work_mem (integer)",
+            ("Server configuration", "Memory", "work_mem (integer)"),
+            "GUC-WORK-MEM",  # case kept: a page's fragment must match its id exactly
+        ),
+        ("Memory", ("Server configuration", "Memory"), "memory-1"),  # "memory" is a real id below
+        ("memory again", ("Server configuration", "memory again"), "memory"),
+    ]
+    work_mem = [c for c in chunked.children if "base maximum amount" in c.text]
+    assert work_mem and {c.anchor for c in work_mem} == {"GUC-WORK-MEM"}

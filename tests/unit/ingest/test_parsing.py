@@ -96,6 +96,64 @@ def test_empty_text_is_refused(data: bytes) -> None:
     assert _error(data, mime_type="text/markdown", source_name="empty.md").code == "empty_document"
 
 
+def test_front_matter_gives_the_title_and_is_not_text() -> None:
+    data = b"---\nid: setup\ntitle: 'Setting up: the quick way'\nsidebar_position: 2\n---\n\nInstall it.\n"
+    doc = parse_document(data, mime_type=None, source_name="setup.md")
+    assert doc.title == "Setting up: the quick way"
+    assert doc.text == "\nInstall it.\n"
+
+
+def test_two_thematic_breaks_at_the_top_are_not_front_matter() -> None:
+    data = b"---\nA line between two rules.\n---\n"
+    assert parse_document(data, mime_type=None, source_name="rules.md").text == data.decode()
+
+
+def test_nested_admonitions_with_custom_titles_are_labelled() -> None:
+    data = b"""Before.
+
+::::warning[Read this first]
+The outer warning.
+
+:::tip
+The inner tip.
+:::
+::::
+
+After.
+"""
+    text = parse_document(data, mime_type=None, source_name="a.md").text
+    assert "Read this first: The outer warning." in text
+    assert "Tip: The inner tip." in text
+    assert ":::" not in text and text.rstrip().endswith("After.")
+
+
+def test_mkdocs_collapsible_admonitions_and_content_tabs_keep_their_body_under_their_label() -> None:
+    data = b"""???+ tip "Faster builds"
+    Use `--dirty` to rebuild changed pages only.
+
+=== "pip"
+
+    ```
+    pip install mkdocs
+    ```
+
+=== "conda"
+
+    ```
+    conda install -c conda-forge mkdocs
+    ```
+"""
+    text = parse_document(data, mime_type=None, source_name="b.md").text
+    assert "Faster builds: Use `--dirty` to rebuild changed pages only." in text
+    assert "pip:\n```\npip install mkdocs\n```" in text
+    assert "conda:\n```\nconda install -c conda-forge mkdocs\n```" in text
+
+
+def test_admonition_markers_inside_code_fences_are_code() -> None:
+    data = b"```md\n:::note\nThis is how you write a note.\n:::\n```\n"
+    assert parse_document(data, mime_type=None, source_name="c.md").text == data.decode()
+
+
 # -- HTML -------------------------------------------------------------------------------------------
 
 ARTICLE = """<!DOCTYPE html>
@@ -222,6 +280,7 @@ def test_a_pdf_without_text_is_empty() -> None:
         (b"# x", "text/plain", "notes.md", "text/markdown"),  # clients often label .md as text/plain
         (b"<p>x</p>", "application/xhtml+xml", "x", "text/html"),
         (b"# x", None, "README.markdown", "text/markdown"),
+        (b"# x", None, "docs/intro.mdx", "text/markdown"),  # Docusaurus MDX
         (b"x", "application/octet-stream", "a.TXT", "text/plain"),
         (b"x", None, "https://example.com/docs/page.htm?lang=en", "text/html"),
         (b"%PDF-1.4 ...", None, "upload", "application/pdf"),
