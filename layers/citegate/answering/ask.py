@@ -25,9 +25,9 @@ from citegate.answering.confidence import Confidence, assess
 from citegate.answering.specific import never_mentioned
 from citegate.answering.validate import Bound, bind
 from citegate.answering.verify import Verifier, verify_bound
-from citegate.citations import citation_for
+from citegate.citations import citation_for, with_answer_sentences
 from citegate.errors import ModelUnavailable
-from citegate.models.retrieval import Citation
+from citegate.models.retrieval import AskCitation
 from citegate.observability import logger
 from citegate.retrieval import Retrieval, Scope, retrieve
 from citegate.search.base import Hit
@@ -51,7 +51,7 @@ REASONS = {
 class AskOutcome:
     answer: str
     used_refs: list[str]
-    citations: list[Citation]
+    citations: list[AskCitation]  # resolve_refs's citations, with the answer sentences bound to each
     no_answer: bool
     no_answer_code: str | None
     no_answer_reason: str | None
@@ -160,8 +160,8 @@ def ask(
         stats["model"] = draft.model
     if draft.support_score is not None:
         stats["support_score"] = round(draft.support_score, 4)
-    # A question naming an identifier or a name that no document in scope holds is not answered
-    # from passages about something else, whatever the answerer made of them.
+    # A question naming an identifier that no document in scope holds is not answered from
+    # passages about something else, whatever the answerer made of them.
     unknown = never_mentioned(s.index, scope.to_filter(), question, evidence)
     if unknown:
         draft = replace(draft, declined=True, reason=unknown, answer="", used_refs=())
@@ -189,7 +189,7 @@ def ask(
             return no_answer("unverified", evidence, draft, bound)
         verified = True
     chunks = {e.ref_id: hit.chunk for e, hit in zip(evidence, retrieval.hits, strict=True)}
-    citations = [citation_for(chunks[r]) for r in bound.used_refs]
+    citations = with_answer_sentences([citation_for(chunks[r]) for r in bound.used_refs], bound.answer)
     confidence = assess(
         draft, bound, [h for h in retrieval.hits if h.chunk.ref_id in bound.used_refs], verified
     )
