@@ -1,4 +1,5 @@
-"""POST /agent/tools/get_page: a document by path and version, with its headings and anchors."""
+"""POST /agent/tools/get_page: a document by path (or the one path of the scope) and version, with its
+headings and anchors."""
 
 from citegate.container import services
 from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
@@ -13,7 +14,7 @@ def get_page_tool():  # type: ignore[no-untyped-def]
 
     body = parse_body(app, GetPageBody)
     call = govern(app, requested=body.scope)
-    return json_response(200, agent_tools.get_page(services(), call, body.path, body.version))
+    return json_response(200, agent_tools.get_page(services(), call, body.path, body.version, body.scope))
 
 
 lambda_handler = http_handler(app, family="answer")

@@ -19,8 +19,16 @@ def retrieve_route(kb_id: str):  # type: ignore[no-untyped-def]
     found = retrieve(s, scope, request.query, top_k=request.top_k, score_threshold=request.score_threshold)
     refs = [h.chunk.ref_id for h in found.hits]
     current_call().note(query=request.query, result_count=len(refs), retrieved=refs)
+    # In rank order: by `rank_score` (the fusion's, relative to this query); `score` is the absolute
+    # relevance estimate, so a later hit may have a higher one (docs/api.md says why).
     results = [
-        {"ref_id": h.chunk.ref_id, "chunk_text": h.chunk.text, "score": round(h.score, 6)} for h in found.hits
+        {
+            "ref_id": h.chunk.ref_id,
+            "chunk_text": h.chunk.text,
+            "score": round(h.score, 6),
+            "rank_score": round(h.fused_score, 6) if h.fused_score is not None else None,
+        }
+        for h in found.hits
     ]
     return json_response(200, {"results": results, "stats": found.stats})
 

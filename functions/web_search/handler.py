@@ -18,7 +18,7 @@ def web_search_route():  # type: ignore[no-untyped-def]
     record = current_call()
     found = services().web.search(call.principal, call.policy, request, record.source_ip)
     record.note(query=request.query, result_count=len(found.results))
-    return json_response(200, found.model_dump())
+    return json_response(200, found.model_dump(exclude_unset=True))  # read fields only with include_content
 
 
 lambda_handler = http_handler(app, family="chat")

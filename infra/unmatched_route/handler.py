@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from citegate import routes
-from citegate.errors import CitegateError, RouteNotFound, error_body, error_code, error_details
+from citegate.errors import CitegateError, RouteNotFound, error_body, error_code, error_details, error_status
 
 
 def refusal(method: str, path: str) -> CitegateError:
@@ -36,7 +36,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     family = routes.family_of_path(path)
     body = error_body(error_code(error, family), error.message, request_id, error_details(error, family))
     return {
-        "statusCode": error.status,
+        "statusCode": error_status(error, family),
         "headers": {"content-type": "application/json"},
         "body": json.dumps(body),
     }

@@ -6,13 +6,14 @@ Answer API) and return passages with citations in the AnswerResult citation shap
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from citegate.answer_api import to_answer_citation
 from citegate.citations import citation_for
-from citegate.errors import DatasetNotAllowed, ForbiddenScope, NotFound
+from citegate.errors import DatasetNotAllowed, ForbiddenScope, InvalidRequest, NotFound
 from citegate.governance import Authorized, current_call, estimate_tokens, readable_kbs
-from citegate.policy.model import InvalidPath, normalize_path
+from citegate.policy.model import InvalidPath, RequestedScope, normalize_path
 from citegate.retrieval import retrieve
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ def search(s: Services, call: Authorized, query: str, top_k: int) -> dict[str, A
             "chunkId": hit.chunk.ref_id,
             "text": hit.chunk.text,
             "score": round(hit.score, 6),
+            "rankScore": round(hit.fused_score, 6) if hit.fused_score is not None else None,
             "citation": to_answer_citation(citation_for(hit.chunk)).model_dump(),
         }
         for rank, hit in enumerate(found.hits, start=1)
@@ -53,17 +55,51 @@ def search(s: Services, call: Authorized, query: str, top_k: int) -> dict[str, A
     return {"results": results, "total": len(results), "stats": found.stats}
 
 
-def get_page(s: Services, call: Authorized, path: str, version: str | None) -> dict[str, Any]:
-    """A document by path (and version), as its sections with headings and anchors.
+# The pages a folder's path names, in this order, when no document has the path itself (spec 000's
+# scope names folders, `publish/system/components/kunora-kgent`, whose page is its index).
+FOLDER_PAGES = ("index.md", "index.mdx", "README.md")
 
-    A path or version outside the effective scope (the grant, narrowed by the body's `scope`) is
-    `forbidden_scope`: that is decided from the request alone. Without `version`, only the scope's
-    versions are candidates (`main` first). Documents are read through the caller's scope, so a
-    page of another project, file or knowledge base is simply not found."""
+
+def page_paths(path: str | None, requested: RequestedScope | None) -> list[str]:
+    """The paths a get_page request names, most specific first: `path`, else the one path of the
+    request's `scope.paths` (spec 000 section 4's standard request names no `path`). A folder's
+    path also names its index page. No `path` and not exactly one scope path is a 400 that says
+    which field to send."""
+    if path is None:
+        paths = (requested.paths if requested is not None else None) or []
+        if len(paths) != 1:
+            named = f"{len(paths)} paths" if paths else "none"
+            raise InvalidRequest(
+                "send `path` (the page to read), or a `scope.paths` naming exactly one page; "
+                f"scope.paths names {named}",
+                details={"field": "path", "scopePaths": list(paths)},
+            )
+        path = paths[0]
     try:
         wanted = normalize_path(path)
     except InvalidPath as error:
         raise NotFound(f"no page at {path!r}: {error}") from error
+    return [wanted, *(f"{wanted}/{name}" for name in FOLDER_PAGES if wanted)]
+
+
+def get_page(
+    s: Services,
+    call: Authorized,
+    path: str | None,
+    version: str | None,
+    requested: RequestedScope | None = None,
+) -> dict[str, Any]:
+    """A document by path (and version), as its sections with headings and anchors.
+
+    The page is `path`, else the one path the request's scope names (`page_paths`: a folder's
+    path names its index page). A path or version outside the effective scope (the grant,
+    narrowed by the body's `scope`) is `forbidden_scope`: that is decided from the request alone.
+    Without `version`, only the scope's versions are candidates (`main` first). Documents are read
+    through the caller's scope, so a page of another project, file or knowledge base is simply not
+    found."""
+    named = page_paths(path, requested)
+    wanted = named[0]
+    path = path if path is not None else wanted
     scope = call.scope
     if scope.path_prefixes is not None and not any(
         (wanted + "/").startswith(p) or p == "" for p in scope.path_prefixes
@@ -75,7 +111,9 @@ def get_page(s: Services, call: Authorized, path: str, version: str | None) -> d
             details={"path": path, "version": version},
         )
     kb_ids = _kb_ids(s, call)
-    reads = call.search_scope(kb_ids).to_filter()
+    # The path was checked above as the policy checks paths (a page at a scope path is inside it);
+    # the search filter's folder prefixes would leave out a page named by its own path.
+    reads = dataclasses.replace(call.search_scope(kb_ids).to_filter(), path_prefixes=None)
     candidates = []
     for kb_id in sorted(kb_ids):
         for document in s.documents.list_in(kb_id, reads):
@@ -85,14 +123,20 @@ def get_page(s: Services, call: Authorized, path: str, version: str | None) -> d
             except InvalidPath:
                 continue
             doc_version = str(meta.get("version") or "")
-            if doc_path == wanted and (not version or doc_version == version):
-                candidates.append((doc_version != "main", doc_version, kb_id, document.document_id, document))
+            if doc_path in named and (not version or doc_version == version):
+                rank = named.index(doc_path)
+                candidates.append(
+                    (rank, doc_version != "main", doc_version, kb_id, document.document_id, document)
+                )
     if not candidates:
+        tried = "" if len(named) == 1 else f" (nor {', '.join(repr(n) for n in named[1:])})"
         raise NotFound(
-            f"no page at {path!r}" + (f" version {version!r}" if version else "") + " in the caller's scope",
+            f"no page at {path!r}{tried}"
+            + (f" version {version!r}" if version else "")
+            + " in the caller's scope",
             details={"path": path},
         )
-    *_, kb_id, _, document = min(candidates, key=lambda c: c[:4])
+    *_, kb_id, _, document = min(candidates, key=lambda c: c[:5])
     meta = document.metadata
     parents = sorted(s.parents.list(kb_id, document.document_id), key=lambda p: int(p.get("index", 0)))
     sections = [
@@ -105,9 +149,10 @@ def get_page(s: Services, call: Authorized, path: str, version: str | None) -> d
         }
         for p in parents
     ]
-    current_call().note(query=f"get_page {wanted}", result_count=len(sections))
+    found = normalize_path(str(meta.get("path") or ""))  # the named path, or its folder's index page
+    current_call().note(query=f"get_page {found}", result_count=len(sections))
     return {
-        "path": wanted,
+        "path": found,
         "version": str(meta.get("version") or ""),
         "title": document.title or document.source_name,
         "url": str(meta.get("url") or ""),

@@ -14,10 +14,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from citegate.client import (
     DEFAULT_URL,
@@ -26,6 +26,8 @@ from citegate.client import (
     Credentials,
     Unauthenticated,
     Unavailable,
+    base_url,
+    credentials_for,
     describe_error,
 )
 
@@ -77,9 +79,8 @@ class PatientClient(CitegateClient):
 
 
 def _client(args: argparse.Namespace, patient: bool = False) -> CitegateClient:
-    url = args.url or os.environ.get("CITEGATE_URL") or DEFAULT_URL
-    token = args.token or os.environ.get("RAG_API_TOKEN") or os.environ.get("CITEGATE_TOKEN")
-    credentials = Credentials(token=None if args.sigv4 else token, sigv4=args.sigv4)
+    # One rule for every command, `mcp --stdio` included (citegate.client; docs/cli.md's table).
+    url, credentials = base_url(args.url), credentials_for(args.token, sigv4=args.sigv4)
     return PatientClient(url, credentials) if patient else CitegateClient(url, credentials)
 
 
@@ -172,9 +173,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     print(answer["answer"])
     if answer.get("citations"):
         print()
+    from citegate.citations import excerpt
+
     for number, citation in enumerate(answer.get("citations", []), start=1):
-        snippet = " ".join(str(citation.get("snippet", "")).split())[:160]
-        print(f"[{number}] {_where(citation)}: “{snippet}”")
+        # Whole sentences, from those the answer rests on (the answer sentences bound to it).
+        shown = excerpt(str(citation.get("snippet", "")), 240, citation.get("answer_sentences") or ())
+        print(f"[{number}] {_where(citation)}: “{shown}”")
     return EXIT_OK
 
 
@@ -185,9 +189,14 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(found)
         return EXIT_OK
+    from citegate.citations import snippet
+
+    # In rank order, the order of the rank score; the relevance beside it is absolute (docs/api.md).
     for rank, hit in enumerate(found.get("results", []), start=1):
-        text = " ".join(str(hit["chunk_text"]).split())[:160]
-        print(f"[{rank}] {hit['score']:.3f} {hit['ref_id']}: {text}")
+        rank_score = hit.get("rank_score")
+        ranked = f"rank {rank_score:.3f} " if isinstance(rank_score, int | float) else ""
+        text = snippet(str(hit["chunk_text"]), 160)
+        print(f"[{rank}] {ranked}relevance {hit['score']:.3f} {hit['ref_id']}: {text}")
     return EXIT_OK
 
 
@@ -195,17 +204,26 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 
 
 class Progress:
-    """A one-line progress bar on stderr over files (or passages, queries), with the tasks' chunk count."""
+    """A one-line progress bar on stderr over files (or passages, queries): how many are done
+    (each counted when its task ends: succeeded, failed, or skipped as unchanged), how many were
+    sent, how many failed, and the chunks the finished tasks made."""
 
     def __init__(self, total: int, enabled: bool, unit: str = "files", chunks: bool = True) -> None:
-        self.total, self.done, self.chunks = total, 0, 0
+        self.total, self.done, self.sent, self.failed, self.chunks = total, 0, 0, 0, 0
         self.enabled = enabled and total > 0
         self.unit, self.show_chunks = unit, chunks
 
-    def advance(self, chunks: int = 0) -> None:
+    def advance(self, chunks: int = 0, failed: bool = False) -> None:
+        """One item is done."""
         self.done += 1
+        self.failed += failed
         self.chunks += chunks
         self.draw()
+
+    def sending(self, note: str = "") -> None:
+        """One more item was sent to the server (its task is not done yet)."""
+        self.sent += 1
+        self.draw(note)
 
     def draw(self, note: str = "") -> None:
         if not self.enabled:
@@ -213,9 +231,13 @@ class Progress:
         width = 30
         filled = int(width * self.done / self.total)
         bar = "#" * filled + "-" * (width - filled)
-        counts = f"{self.done}/{self.total} {self.unit}" + (
-            f", {self.chunks} chunks" if self.show_chunks else ""
-        )
+        counts = f"{self.done}/{self.total} {self.unit} done"
+        if self.sent:
+            counts += f", {self.sent} sent"
+        if self.failed:
+            counts += f", {self.failed} failed"
+        if self.show_chunks:
+            counts += f", {self.chunks} chunks"
         sys.stderr.write(f"\r[{bar}] {counts} {note[:40]:<40}")
         sys.stderr.flush()
 
@@ -284,77 +306,193 @@ class Submission:
     send: Callable[[CitegateClient, bytes], str]  # submits the content, returns the task id
 
 
+@dataclass(frozen=True)
+class FileOutcome:
+    """What became of one file (or passage): `ingest --json` prints one per line."""
+
+    name: str
+    status: Literal["succeeded", "skipped", "failed"]
+    task_id: str | None = None
+    chunks: int = 0
+    error: str | None = None
+
+
 @dataclass
 class Ingested:
     total: int
-    succeeded: int = 0
-    skipped: int = 0
-    chunks: int = 0
-    failures: list[tuple[str, str]] = field(default_factory=list)
+    files: list[FileOutcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f.status == status)
+
+    @property
+    def succeeded(self) -> int:
+        return self.count("succeeded")
+
+    @property
+    def skipped(self) -> int:
+        return self.count("skipped")
+
+    @property
+    def chunks(self) -> int:
+        return sum(f.chunks for f in self.files)
+
+    @property
+    def failures(self) -> list[tuple[str, str]]:
+        return [(f.name, f.error or "ingestion failed") for f in self.files if f.status == "failed"]
+
+
+# The document list is read at most this often, and never more than a tenth of the time.
+MIN_WATCH_INTERVAL_S = 0.25
+WATCH_COST_SHARE = 10
+
+
+class TaskWatch:
+    """Which submitted tasks have ended, at a bounded cost per pass.
+
+    A pass reads the knowledge base's document list once (`GET /v1/kb/{kb}/documents`: every
+    document's status, `indexed` or `failed` once its latest task ended, and its chunk count),
+    plus one `GET /v1/tasks/{id}` per task found failed (for its error). A task the list does not
+    show as its document's latest (outside the caller's scope, re-submitted meanwhile, or a
+    caller not granted the list) is read on its own, in submission order, up to the first one
+    still running: tasks finish roughly in that order, so that costs one request per finished
+    task, never one per pending task. Passes are spaced by `MIN_WATCH_INTERVAL_S`, and by ten
+    times the list's own latency, so a large knowledge base is not listed faster than it answers.
+    """
+
+    def __init__(self, client: CitegateClient, kb: str) -> None:
+        self.client, self.kb = client, kb
+        self.listing = True  # off after the list is refused: one task at a time, as above
+        self.next_pass = 0.0
+
+    def due(self) -> bool:
+        return time.monotonic() >= self.next_pass
+
+    def wait(self) -> None:
+        time.sleep(max(0.0, self.next_pass - time.monotonic()))
+
+    def ended(
+        self, pending: dict[str, tuple[str, str]], every: bool = False
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """(name, task) for each pending task that has ended; `every`: read each unlisted task,
+        not only up to the first still running (the last look before calling the rest late)."""
+        started = time.monotonic()
+        listed = self._listed()
+        self.next_pass = time.monotonic() + max(
+            MIN_WATCH_INTERVAL_S, WATCH_COST_SHARE * (time.monotonic() - started)
+        )
+        found: list[tuple[str, dict[str, Any]]] = []
+        blocked = False
+        for name, (task_id, _) in pending.items():
+            document = listed.get(name)
+            if document is not None and document.get("task_id") == task_id:
+                status = document.get("status")
+                if status == "indexed":
+                    counts = document.get("counts") or {}
+                    found.append((name, {"task_id": task_id, "status": "succeeded", "counts": counts}))
+                elif status == "failed":
+                    found.append((name, _call(self.client, "GET", f"/v1/tasks/{task_id}")))
+                continue
+            if blocked:
+                continue
+            task = _call(self.client, "GET", f"/v1/tasks/{task_id}")
+            if task["status"] in ("succeeded", "failed"):
+                found.append((name, task))
+            elif not every:
+                blocked = True  # later ones wait for the next pass (the class docstring says why)
+        return found
+
+    def _listed(self) -> dict[str, dict[str, Any]]:
+        if not self.listing:
+            return {}
+        try:
+            documents = self.client.get(f"/v1/kb/{self.kb}/documents").get("documents") or []
+        except ApiError as error:
+            if error.status in (401, 403, 404, 405):
+                self.listing = False  # e.g. a token granted ingestion but not the document list
+                return {}
+            raise _fail_for(error) from error
+        return {str(d.get("source_name")): d for d in documents if isinstance(d, dict)}
 
 
 def _ingest(
-    client: CitegateClient, kb: str, submissions: Sequence[Submission], args: argparse.Namespace, unit: str
+    client: CitegateClient,
+    kb: str,
+    submissions: Sequence[Submission],
+    args: argparse.Namespace,
+    unit: str,
+    on_file: Callable[[FileOutcome], None] | None = None,
 ) -> Ingested:
     """Submit what changed since its last success, wait for the tasks, record each success.
 
     The state file (`--state`) maps "url|kb" to {source name: sha256 of what succeeded}, so a run
-    interrupted at any point resumes where it stopped; `--force` resends everything.
+    interrupted at any point resumes where it stopped; `--force` resends everything. Each file is
+    counted (and passed to `on_file`) when its task ends, also while later files are still being
+    sent (TaskWatch says what a look costs).
     """
     state_file = _state_path(args)
     state = _load_state(state_file)
     done: dict[str, str] = state.setdefault(f"{client.url}|{kb}", {})
     progress = Progress(len(submissions), enabled=not args.quiet, unit=unit)
     outcome = Ingested(total=len(submissions))
-    pending: dict[str, tuple[str, str]] = {}
-    for item in submissions:
-        data = item.content()
-        digest = hashlib.sha256(data).hexdigest()
-        if done.get(item.name) == digest and not args.force:
-            outcome.skipped += 1
-            progress.advance()
-            continue
-        try:
-            pending[item.name] = (item.send(client, data), digest)
-            progress.draw(item.name)
-        except ApiError as error:
-            if error.status in (401, 403) or error.code == "kb_not_found":
-                progress.close()
-                raise _fail_for(error) from error
-            if error.status in UNAVAILABLE_STATUSES and error.code == "storage_unavailable":
-                progress.close()
-                raise _fail_for(error) from error
-            outcome.failures.append((item.name, describe_error(error.status, error.body)))
-            progress.advance()
-    deadline = time.monotonic() + args.timeout
-    while pending:
-        sweep = time.monotonic() > deadline  # a last look at every task before calling it late
-        for name, (task_id, digest) in list(pending.items()):
-            task = _call(client, "GET", f"/v1/tasks/{task_id}")
-            if task["status"] not in ("succeeded", "failed"):
-                # Tasks finish roughly in submission order: the later ones wait for the next pass,
-                # so a pass costs one request per finished task, not one per pending task.
-                if sweep:
-                    continue
-                break
-            del pending[name]
+    pending: dict[str, tuple[str, str]] = {}  # name -> (task id, content sha256), in submission order
+    watch = TaskWatch(client, kb)
+
+    def finish(file: FileOutcome, digest: str = "") -> None:
+        outcome.files.append(file)
+        if file.status == "succeeded":
+            done[file.name] = digest
+            _save_state(state_file, state)  # after each document, so an interrupted run resumes
+        progress.advance(file.chunks, failed=file.status == "failed")
+        if on_file is not None:
+            on_file(file)
+
+    def collect(every: bool = False) -> None:
+        for name, task in watch.ended(pending, every=every):
+            task_id, digest = pending.pop(name)
+            chunks = int((task.get("counts") or {}).get("children", 0))
             if task["status"] == "succeeded":
-                outcome.succeeded += 1
-                done[name] = digest
-                _save_state(state_file, state)  # after each document, so an interrupted run resumes
+                finish(FileOutcome(name, "succeeded", task_id, chunks), digest)
             else:
-                outcome.failures.append((name, str(task.get("error") or "ingestion failed")))
-            progress.advance(int((task.get("counts") or {}).get("children", 0)))
-        if pending and sweep:
-            outcome.failures.extend(
-                (name, f"task {task_id} did not finish in {args.timeout:.0f}s")
-                for name, (task_id, _) in pending.items()
-            )
-            break
-        if pending:
-            time.sleep(0.2)
-    progress.close()
-    outcome.chunks = progress.chunks
+                error = str(task.get("error") or "ingestion failed")
+                finish(FileOutcome(name, "failed", task_id, chunks, error))
+
+    try:
+        for item in submissions:
+            data = item.content()
+            digest = hashlib.sha256(data).hexdigest()
+            if done.get(item.name) == digest and not args.force:
+                finish(FileOutcome(item.name, "skipped"))
+                continue
+            try:
+                pending[item.name] = (item.send(client, data), digest)
+                progress.sending(item.name)
+            except ApiError as error:
+                if error.status in (401, 403) or error.code == "kb_not_found":
+                    raise _fail_for(error) from error
+                if error.status in UNAVAILABLE_STATUSES and error.code == "storage_unavailable":
+                    raise _fail_for(error) from error
+                finish(FileOutcome(item.name, "failed", error=describe_error(error.status, error.body)))
+            if pending and watch.due():
+                collect()  # tasks already done while the rest is being sent
+        deadline = time.monotonic() + args.timeout
+        while pending:
+            watch.wait()
+            late = time.monotonic() > deadline
+            collect(every=late)  # past the deadline: a last look at every task before calling it late
+            if pending and late:
+                for name, (task_id, _) in list(pending.items()):
+                    del pending[name]
+                    finish(
+                        FileOutcome(
+                            name,
+                            "failed",
+                            task_id,
+                            error=f"task {task_id} did not finish in {args.timeout:.0f}s",
+                        )
+                    )
+    finally:
+        progress.close()
     _save_state(state_file, state)
     return outcome
 
@@ -364,18 +502,37 @@ def _report_failures(outcome: Ingested) -> None:
         print(f"  FAILED {name}: {reason}", file=sys.stderr)
 
 
+def _print_line(body: dict[str, Any]) -> None:
+    print(json.dumps(body, ensure_ascii=False), flush=True)
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     submissions = [
         Submission(name, file.read_bytes, partial(_submit, kb=args.kb, file=file, name=name))
         for file, name in _files(args.paths)
     ]
+    # --json: one line per file as its task ends ({"type": "file", ...}), then {"type": "summary"}.
+    on_file = (lambda f: _print_line({"type": "file", **asdict(f)})) if args.json else None
     with _client(args, patient=True) as client:
-        outcome = _ingest(client, args.kb, submissions, args, unit="files")
+        outcome = _ingest(client, args.kb, submissions, args, unit="files", on_file=on_file)
     failed = len(outcome.failures)
-    print(
-        f"ingested {outcome.succeeded}, skipped {outcome.skipped} (unchanged), failed {failed} "
-        f"of {outcome.total} file(s) into {args.kb}; {outcome.chunks} chunks"
-    )
+    if args.json:
+        _print_line(
+            {
+                "type": "summary",
+                "kb": args.kb,
+                "total": outcome.total,
+                "succeeded": outcome.succeeded,
+                "skipped": outcome.skipped,
+                "failed": failed,
+                "chunks": outcome.chunks,
+            }
+        )
+    else:
+        print(
+            f"ingested {outcome.succeeded}, skipped {outcome.skipped} (unchanged), failed {failed} "
+            f"of {outcome.total} file(s) into {args.kb}; {outcome.chunks} chunks"
+        )
     _report_failures(outcome)
     return EXIT_FAILURES if outcome.failures else EXIT_OK
 
@@ -468,7 +625,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.http:
         import uvicorn
 
-        config = AdapterConfig(url=(args.url or os.environ.get("CITEGATE_URL") or DEFAULT_URL).rstrip("/"))
+        config = AdapterConfig(url=base_url(args.url))
         config.read_local_files = False  # a shared server must not read its own disk for callers
         uvicorn.run(create_streamable_http_app(config), host=args.host, port=args.port, log_level="warning")
         return EXIT_OK

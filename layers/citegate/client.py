@@ -61,6 +61,26 @@ class Credentials:
         return {}
 
 
+# docs/cli.md's table: `--token`, else the first of these that is set.
+TOKEN_VARIABLES = ("RAG_API_TOKEN", "CITEGATE_TOKEN")
+
+
+def base_url(url: str | None = None) -> str:
+    """`--url`, else $CITEGATE_URL, else the local default."""
+    return (url or os.environ.get("CITEGATE_URL") or DEFAULT_URL).rstrip("/")
+
+
+def credentials_for(token: str | None = None, *, sigv4: bool = False) -> Credentials:
+    """Who every command (the MCP server over stdio too) calls as, by docs/cli.md's table: SigV4
+    with `--sigv4`; else `--token`; else $RAG_API_TOKEN, then $CITEGATE_TOKEN; else nobody."""
+    if sigv4:
+        return Credentials(sigv4=True)
+    for candidate in (token, *(os.environ.get(name) for name in TOKEN_VARIABLES)):
+        if candidate:
+            return Credentials(token=candidate)
+    return Credentials()
+
+
 def sigv4_headers(method: str, url: str, body: bytes, region: str | None = None) -> dict[str, str]:
     """Sign with botocore exactly as an AWS SDK would; credentials come from the standard chain."""
     import botocore.session

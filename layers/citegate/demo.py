@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from citegate.citations import excerpt
 from citegate.local import example_site
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -69,7 +70,9 @@ def _print_answer(question: str, body: dict[str, Any]) -> None:
             where += f" › {citation['heading']}"
         if citation.get("page_hint"):
             where += f" (page {citation['page_hint']})"
-        print(f"   [{number}] {where}: “{citation['snippet'][:160]}”")
+        # Whole sentences, from those the answer rests on.
+        shown = excerpt(citation["snippet"], 240, citation.get("answer_sentences") or ())
+        print(f"   [{number}] {where}: “{shown}”")
 
 
 AGENT_QUESTION = "明长城的总长度是多少？"

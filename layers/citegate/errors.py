@@ -160,6 +160,30 @@ _CHAT_CODES: dict[str, str] = {
 }
 
 
+# Spec 001 section 7.2 gives each of its codes one HTTP status; its routes answer with that status,
+# whatever the kind behind the code. MODEL_NOT_AVAILABLE is 400 there, so a model that fails is 400
+# too (details.reason says which: an unknown model_id, or the model failed), where the other
+# families answer 503 for it.
+_CHAT_STATUSES: dict[str, int] = {
+    "CHAT_NOT_FOUND": 404,
+    "MODEL_NOT_AVAILABLE": 400,
+    "WEB_SEARCH_FAILED": 500,
+    "WEB_READ_FAILED": 500,
+    "URL_NOT_ACCESSIBLE": 400,
+    "QUOTA_EXCEEDED": 429,
+    "INVALID_URL_FORMAT": 400,
+    "TIMEOUT_ERROR": 408,
+}
+
+
+def error_status(error: CitegateError, family: Family = "v1") -> int:
+    """The HTTP status of `error` on the family's routes: spec 001's table for its codes, else the
+    kind's own status."""
+    if family == "chat":
+        return _CHAT_STATUSES.get(error_code(error, family), error.status)
+    return error.status
+
+
 def error_code(error: CitegateError, family: Family = "v1") -> str:
     if family == "v1":
         return _V1_CODES.get(error.kind, error.kind)
@@ -174,6 +198,8 @@ def error_details(error: CitegateError, family: Family = "v1") -> dict[str, Any]
     if family == "chat":
         chat_code = error_code(error, family)
         if chat_code in ("FORBIDDEN", "WEB_READ_FAILED") and chat_code.lower() != error.kind:
+            return {"reason": error.kind, **error.details}
+        if chat_code == "MODEL_NOT_AVAILABLE":  # one code and status, two causes: which one
             return {"reason": error.kind, **error.details}
         return error.details
     code = error_code(error, family)

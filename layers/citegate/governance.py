@@ -188,6 +188,7 @@ def admit(
     # 3. the server's policy for this principal
     policy = s.policies.for_principal(principal)
     if policy is None:
+        _refuse_anonymous(principal, tool)
         raise ForbiddenTool(
             f"no policy grants {principal.type} {principal.id!r} anything", details={"tool": tool}
         )
@@ -195,6 +196,7 @@ def admit(
     _check_token_budget(s, principal, policy)
     # 4. tool (`tool_granted`: a route every caller with a policy may use, such as /v1/me)
     if not tool_granted and not policy.allows_tool(tool):
+        _refuse_anonymous(principal, tool)
         raise ForbiddenTool(f"the tool {tool!r} is not granted to {principal.id!r}", details={"tool": tool})
     working_allowed = policy.working_docs and (
         principal.type != "human" or maintainer(principal, s.settings.maintainer_claim)
@@ -208,6 +210,18 @@ def admit(
     if write is not None:
         _write_action(s, call, write)
     return call
+
+
+def _refuse_anonymous(principal: Principal, tool: str) -> None:
+    """A tool the anonymous policy does not grant (the site is authenticated-read for it, spec 000
+    6.1): the caller must identify itself first, so it is 401 ("who are you"), not 403 ("you may
+    not"); a caller who signs in may well be granted it."""
+    if not principal.authenticated:
+        raise Unauthorized(
+            f"sign in to call {tool!r}: it is not open to anonymous readers here (authenticated-read); "
+            "send 'Authorization: Bearer <token>' or sign the request",
+            details={"tool": tool},
+        )
 
 
 def narrow(

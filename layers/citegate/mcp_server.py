@@ -42,7 +42,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from starlette.applications import Starlette
 
 from citegate import routes
-from citegate.client import DEFAULT_URL, Credentials, describe_error, encode, parse_body
+from citegate.client import (
+    DEFAULT_URL,
+    Credentials,
+    base_url,
+    credentials_for,
+    describe_error,
+    encode,
+    parse_body,
+)
 from citegate.models.answer import AskBody, GetContextBody, GetPageBody, SearchBody
 from citegate.models.documents import DocumentMetadata, IngestRequest
 from citegate.models.feedback import FeedbackBody, ImprovementTaskBody
@@ -300,11 +308,8 @@ class AdapterConfig:
     def from_env(
         cls, *, sigv4: bool = False, url: str | None = None, token: str | None = None
     ) -> AdapterConfig:
-        token = token or os.environ.get("CITEGATE_TOKEN") or os.environ.get("RAG_API_TOKEN")
-        return cls(
-            url=(url or os.environ.get("CITEGATE_URL") or DEFAULT_URL).rstrip("/"),
-            credentials=Credentials(token=None if sigv4 else token, sigv4=sigv4),
-        )
+        """The CLI's connection (citegate.client: docs/cli.md's table of credentials)."""
+        return cls(url=base_url(url), credentials=credentials_for(token, sigv4=sigv4))
 
 
 # --- backends: how a tool call reaches its route ----------------------------------------------------
@@ -604,9 +609,12 @@ def _where(citation: dict[str, Any]) -> str:
 
 
 def render_citations(citations: list[dict[str, Any]]) -> list[str]:
+    from citegate.citations import excerpt
+
     lines = []
     for number, citation in enumerate(citations, start=1):
-        snippet = " ".join(str(citation.get("snippet") or "").split())[:200]
+        # Whole sentences, from those the answer rests on (`answer_sentences`, on ask's citations).
+        snippet = excerpt(str(citation.get("snippet") or ""), 300, citation.get("answer_sentences") or ())
         lines.append(f"[{number}] {_where(citation)}" + (f": “{snippet}”" if snippet else ""))
     return lines
 
@@ -650,7 +658,9 @@ def render_text(tool: str, body: dict[str, Any]) -> str:
             text = " ".join(str(hit.get("chunk_text") or hit.get("text") or "").split())[:200]
             ref = hit.get("ref_id") or hit.get("chunkId") or ""
             where = f" {_where(hit['citation'])}" if isinstance(hit.get("citation"), dict) else ""
-            lines.append(f"[{rank}] {ref} score={hit.get('score')}{where}: {text}")
+            rank_score = hit.get("rank_score", hit.get("rankScore"))
+            ranked = f" rank_score={rank_score}" if rank_score is not None else ""
+            lines.append(f"[{rank}] {ref}{ranked} score={hit.get('score')}{where}: {text}")
         return "\n".join(lines)
     if isinstance(body.get("citations"), list):
         return "\n".join(render_citations(body["citations"]) or ["no citations"])
@@ -802,7 +812,7 @@ def create_streamable_http_app(
     """A standalone MCP endpoint in front of a citegate URL (`citegate mcp --http`). Each request
     authenticates with its own Authorization header, never a shared one."""
     if config is None:
-        config = AdapterConfig(url=(os.environ.get("CITEGATE_URL") or DEFAULT_URL).rstrip("/"))
+        config = AdapterConfig(url=base_url())
         config.read_local_files = False
     if allowed_hosts is None and os.environ.get("CITEGATE_MCP_ALLOWED_HOSTS"):
         allowed_hosts = [h.strip() for h in os.environ["CITEGATE_MCP_ALLOWED_HOSTS"].split(",") if h.strip()]

@@ -261,7 +261,18 @@ OPERATIONS: dict[str, Op] = {
         SearchBody,
         obj(
             results=array(
-                obj(False, rank=INT, chunkId=STR, text=STR, score={"type": "number"}, citation=ANY_OBJECT)
+                obj(
+                    False,
+                    rank=INT,
+                    chunkId=STR,
+                    text=STR,
+                    score={"type": "number", "description": "absolute relevance estimate in [0, 1]"},
+                    rankScore={
+                        "type": ["number", "null"],
+                        "description": "what the rank follows: the fused score, relative to this query",
+                    },
+                    citation=ANY_OBJECT,
+                )
             ),
             total=INT,
             stats=ANY_OBJECT,
@@ -350,7 +361,14 @@ OPERATIONS: dict[str, Op] = {
     "web_read": Op(WebReadRequest, WebReadResponse, "Read web pages.", errors=(408,)),
     "admin_policies_list": Op(None, obj(policies=array(ref(Policy))), "List the tenant's policies."),
     "admin_policy_get": Op(None, Policy, "Get a principal's policy."),
-    "admin_policy_put": Op(PolicyUpdate, Policy, "Write a principal's policy."),
+    "admin_policy_put": Op(
+        PolicyUpdate,
+        Policy,
+        "Write a principal's policy (replaced whole). 409 `conflict` with `details.reason` "
+        "`bootstrap_admin_required` when it would take `admin` from the service principal; "
+        "nothing is written.",
+        errors=(409,),
+    ),
     "admin_credential_create": Op(
         CredentialRequest,
         {"allOf": [CREDENTIAL, obj(secret={"type": "string", "description": "Shown once."})]},
@@ -423,7 +441,10 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     408: "A request to the web timed out.",
     409: "Conflict.",
     410: "The session has expired.",
-    413: "The payload is too large.",
+    413: (
+        "The payload is too large: `details.size` and `details.limit` in bytes (in AWS, a body API "
+        "Gateway or Lambda refuses before any function runs gets API Gateway's own answer instead)."
+    ),
     415: "Unsupported media type.",
     429: "Rate limited (see Retry-After).",
     500: "Internal error.",

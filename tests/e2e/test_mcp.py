@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -104,11 +105,18 @@ def server(server_factory: Any, site: str, tmp_path: Path) -> Any:
 
 
 @asynccontextmanager
-async def stdio_session(url: str, token: str) -> AsyncIterator[ClientSession]:
+async def stdio_session(
+    url: str, token: str | None, environment: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """`citegate mcp --stdio` as an MCP client starts it: the token in $CITEGATE_TOKEN (the
+    Makefile's $RAG_API_TOKEN, which would win by docs/cli.md's table, is not passed on), or
+    the credential variables `environment` sets."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAG_API_TOKEN", "CITEGATE_TOKEN")}
+    env.update(environment if environment is not None else {"CITEGATE_TOKEN": token or ""})
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "citegate.cli", "mcp", "--stdio"],
-        env={**os.environ, "CITEGATE_URL": url, "CITEGATE_TOKEN": token},
+        env={**env, "CITEGATE_URL": url},
         cwd=str(ROOT),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -274,6 +282,35 @@ def test_stdio(server: Any) -> None:
             await refused(session)
         async with stdio_session(server.url, server.tokens["surfer"]) as session:
             await surfing(session, server.site)
+
+    anyio.run(main)
+
+
+def test_stdio_picks_the_credential_every_other_command_picks(server: Any) -> None:
+    """docs/cli.md's table: `--token`, else $RAG_API_TOKEN, then $CITEGATE_TOKEN, for `mcp --stdio`
+    as for `kb list`. With both set to different agents, both commands act as the same one."""
+    both = {"RAG_API_TOKEN": server.tokens["reader"], "CITEGATE_TOKEN": server.tokens["surfer"]}
+    env = {k: v for k, v in os.environ.items() if k not in both}
+    listed = subprocess.run(
+        [sys.executable, "-m", "citegate.cli", "kb", "list", "--json"],
+        cwd=ROOT,
+        env={**env, **both, "CITEGATE_URL": server.url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # The reader may list knowledge bases, the surfer may not: the list came as the reader.
+    assert listed.returncode == 0, listed.stderr
+    assert "mcp" in {kb["kb_id"] for kb in json.loads(listed.stdout)["knowledge_bases"]}
+
+    async def main() -> None:
+        async with stdio_session(server.url, None, both) as session:
+            tools = {t.name for t in (await session.list_tools()).tools}
+            assert tools == READER_TOOLS, tools  # the reader's policy, not the surfer's
+            kbs = await call(session, "rag_list_kb", {})
+            assert not kbs.is_error and "mcp" in {
+                kb["kb_id"] for kb in kbs.structured_content["knowledge_bases"]
+            }
 
     anyio.run(main)
 

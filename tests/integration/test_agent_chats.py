@@ -189,7 +189,7 @@ def test_a_retry_after_a_failure_is_answered_without_a_second_user_message(
     chat_id, key = new_chat(client), {"Idempotency-Key": uuid.uuid4().hex}
     url, question = f"{CHATS}/{chat_id}/messages", "How tall is Zorvath Ridge?"
     failed = client.post(url, json={"content": question, "model_id": "chat-stream-error"}, headers=key)
-    assert failed.status_code == 503
+    assert failed.status_code == 400 and failed.json()["error"] == "MODEL_NOT_AVAILABLE"
     retried = client.post(url, json={"content": question}, headers=key)
     assert retried.status_code == 200 and "31 kilometres" in retried.json()["content"]
     messages = client.get(f"{CHATS}/{chat_id}").json()["messages"]
@@ -298,6 +298,7 @@ def test_models_list_and_unknown_model(client: TestClient, models: StreamingOpen
         refused = client.post(f"{CHATS}/{chat_id}/messages", json=body)
         assert refused.status_code == 400 and refused.json()["error"] == "MODEL_NOT_AVAILABLE"
         assert "citegate-offline" in refused.json()["details"]["available"]
+        assert refused.json()["details"]["reason"] == "model_not_available"
     assert client.get(f"{CHATS}/{chat_id}").json()["messages"] == [], "nothing stored for a refused model"
 
 
@@ -329,7 +330,10 @@ def test_a_model_failing_midway_ends_the_stream_with_an_error(
         f"{CHATS}/{new_chat(client)}/messages",
         json={"content": "How tall is Zorvath Ridge?", "model_id": "chat-stream-error"},
     )
-    assert failed.status_code == 503 and failed.json()["error"] == "MODEL_NOT_AVAILABLE"
+    # Spec 001 7.2's table: MODEL_NOT_AVAILABLE is 400, whether the model is unknown or failed;
+    # details.reason tells the two apart.
+    assert failed.status_code == 400 and failed.json()["error"] == "MODEL_NOT_AVAILABLE"
+    assert failed.json()["details"]["reason"] == "model_unavailable"
 
 
 # -- source priority: knowledge base, model knowledge, web --------------------------------------------

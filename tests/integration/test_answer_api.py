@@ -81,6 +81,37 @@ def test_a_person_asks_from_the_page(corpus: str) -> None:
     assert result["noAnswerReason"] is None
 
 
+def test_an_anonymous_caller_on_an_authenticated_read_site_is_told_to_sign_in(client: TestClient) -> None:
+    """Spec 000 6.1: in authenticated-read mode (the anonymous policy grants no reading tool) the
+    caller must be identified first: 401 `unauthorized` ("who are you"), not 403 ("you may not"),
+    in each family's code; a signed-in caller is then judged by its own policy."""
+    original = client.get("/admin/policies/anonymous")
+    assert original.status_code == 200, original.text
+    kept = {k: v for k, v in original.json().items() if k not in ("principal_key", "tenant_id")}
+    assert client.put("/admin/policies/anonymous", json={**kept, "tools": []}).status_code == 200
+    try:
+        anonymous = TestClient(create_app())
+        for path, body, code in (
+            ("/answer/ask", {"question": "How is agent memory configured?"}, "unauthorized"),
+            ("/answer/sessions", {}, "unauthorized"),
+            (
+                "/agent/tools/create_feedback",
+                {"eventType": "qa_feedback", "question": "memory?"},
+                "unauthorized",
+            ),
+            ("/api/v2/query", {"query": "agent memory"}, "UNAUTHORIZED"),
+        ):
+            refused = anonymous.post(path, json=body)
+            assert refused.status_code == 401, (path, refused.text)
+            assert refused.json()["error"] == code and "sign in" in refused.json()["message"]
+        # An identified caller without the tool is still 403: it is known, and may not.
+        with _agent(client, {**KGENT_POLICY, "tools": ["search"]}) as agent:
+            forbidden = agent.post("/answer/ask", json={"question": "memory?"})
+            assert forbidden.status_code == 403 and forbidden.json()["error"] == "forbidden_tool"
+    finally:
+        assert client.put("/admin/policies/anonymous", json=kept).status_code == 200
+
+
 def test_an_agent_reaching_outside_its_paths_gets_forbidden_scope(client: TestClient, corpus: str) -> None:
     with _agent(client, KGENT_POLICY) as agent:
         response = agent.post(
@@ -253,6 +284,63 @@ def test_get_page_and_get_context(client: TestClient, corpus: str) -> None:
         assert pack["tokensUsed"] <= 200 and pack["passages"]
         assert all(p["citation"]["path"].startswith(COMPONENT) for p in pack["passages"])
         assert {"omitted", "relatedPages"} <= set(pack)
+
+
+def test_get_page_reads_the_page_the_standard_requests_scope_names(client: TestClient) -> None:
+    """Spec 000 section 4's standard request has `scope.paths` and no `path`: get_page reads the page
+    that one path names (a folder's path: its index page); none or several is a 400 naming `path`."""
+    folder = "publish/system/components/kunora-pager-" + uuid.uuid4().hex[:6]
+    kb = client.post("/v1/kb", json={"name": "pager " + uuid.uuid4().hex[:6], "status": "approved"}).json()[
+        "kb_id"
+    ]
+    meta = {"project": "kunora-pager", "version": "main"}
+    ingest(
+        client,
+        kb,
+        text="# Pager\n\nThe pager overview page.",
+        source_name="index.md",
+        metadata={**meta, "path": f"{folder}/index.md"},
+    )
+    ingest(
+        client,
+        kb,
+        text="# Setup\n\nInstall the pager with the setup script.",
+        source_name="setup.md",
+        metadata={**meta, "path": f"{folder}/setup.md"},
+    )
+    policy = {"tools": ["get_page"], "knowledge_bases": [kb], "scope": {"path_prefixes": [folder]}}
+
+    def standard(**scope: Any) -> dict[str, Any]:
+        return {
+            "caller": {"type": "agent", "id": "kunora-coding-agent", "purpose": "implementation-support"},
+            "scope": {"projects": ["kunora-pager"], "version": "main", "includeWorkingDocs": False, **scope},
+            "question": "How is the pager set up?",
+            "requireCitations": True,
+        }
+
+    with _agent(client, policy) as agent:
+        page = agent.post("/agent/tools/get_page", json=standard(paths=[f"{folder}/setup.md"]))
+        assert page.status_code == 200, page.text
+        assert (
+            page.json()["path"] == f"{folder}/setup.md" and page.json()["sections"][0]["heading"] == "Setup"
+        )
+        index = agent.post("/agent/tools/get_page", json=standard(paths=[folder]))
+        assert index.status_code == 200, index.text
+        assert index.json()["path"] == f"{folder}/index.md"
+        # `path` still wins over the scope.
+        named = agent.post(
+            "/agent/tools/get_page", json={**standard(paths=[folder]), "path": f"{folder}/setup.md"}
+        )
+        assert named.json()["path"] == f"{folder}/setup.md"
+        for scope in ({"paths": [f"{folder}/setup.md", f"{folder}/index.md"]}, {}):
+            refused = agent.post("/agent/tools/get_page", json=standard(**scope))
+            assert refused.status_code == 400, refused.text
+            assert (
+                refused.json()["error"] == "invalid_request" and refused.json()["details"]["field"] == "path"
+            )
+            assert "`path`" in refused.json()["message"]
+        outside = agent.post("/agent/tools/get_page", json=standard(paths=["publish/other"]))
+        assert outside.status_code == 403 and outside.json()["error"] == "forbidden_scope"
 
 
 def test_the_no_answer_action_key_is_the_key_the_feedback_tool_computes(corpus: str) -> None:

@@ -7,6 +7,7 @@ import shutil
 from typing import Any
 
 import httpx
+import pytest
 from starlette.testclient import TestClient
 
 from tests.integration.conftest import SAMPLES, ingest, wait_for_task
@@ -163,6 +164,69 @@ def test_source_errors(client: TestClient, kb: str) -> None:
     unsupported = post({"base64_file": png, "source_name": "logo.png"})
     assert unsupported.status_code == 415 and unsupported.json()["error"] == "unsupported_media_type"
     assert _documents(client, kb) == [], "a refused document leaves nothing behind"
+
+
+def _docx() -> bytes:
+    """A Word document as Word writes one: a ZIP holding word/document.xml."""
+    import io
+    import zipfile
+
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr(
+            "word/document.xml", "<w:document><w:body><w:t>Quarterly report</w:t></w:body></w:document>"
+        )
+    return packed.getvalue()
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"source_name": "report.docx"},
+        {
+            "source_name": "report.docx",
+            "mime_type": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        },
+        # Labelled or named as a supported type, the bytes still say what it is.
+        {"source_name": "report.docx", "mime_type": "text/plain"},
+        {"source_name": "report.md"},
+        {"source_name": "report.pdf"},
+        {"source_name": "report.pdf", "mime_type": "application/pdf"},
+    ],
+    ids=["docx", "docx-mime", "labelled-text", "named-md", "named-pdf", "labelled-pdf"],
+)
+def test_an_office_file_is_415_at_submission_whatever_it_is_called(
+    client: TestClient, kb: str, extra: dict[str, str]
+) -> None:
+    """docs/api.md: not Markdown, text, HTML or PDF is 415 `unsupported_media_type` when it is sent,
+    never a 202 whose task fails later."""
+    sent = client.post(
+        f"/v1/kb/{kb}/documents", json={"base64_file": base64.b64encode(_docx()).decode(), **extra}
+    )
+    assert sent.status_code == 415, sent.text
+    body = sent.json()
+    assert (
+        body["error"] == "unsupported_media_type" and body["details"]["source_name"] == extra["source_name"]
+    )
+    assert "text/markdown" in body["details"]["supported"]
+    assert _documents(client, kb) == [], "a refused document leaves nothing behind"
+
+
+def test_text_with_a_byte_order_mark_and_a_pdf_named_as_one_are_still_accepted(
+    client: TestClient, kb: str
+) -> None:
+    """The content check refuses binaries, not UTF-16 text (NUL bytes, with its BOM) or real PDFs."""
+    utf16 = base64.b64encode("# Notes\n\nTea is brewed at 80 degrees.".encode("utf-16")).decode()
+    text = client.post(f"/v1/kb/{kb}/documents", json={"base64_file": utf16, "source_name": "notes.txt"})
+    assert text.status_code == 202, text.text
+    assert wait_for_task(client, text.json()["task_id"])["status"] == "succeeded"
+    pdf = (SAMPLES / "lighthouses.pdf").read_bytes()
+    sent = client.post(
+        f"/v1/kb/{kb}/documents",
+        json={"base64_file": base64.b64encode(pdf).decode(), "source_name": "lights.pdf"},
+    )
+    assert sent.status_code == 202, sent.text
 
 
 def test_over_the_size_limit_is_413(client: TestClient, kb: str, local_env: dict[str, Any]) -> None:

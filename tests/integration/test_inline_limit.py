@@ -9,7 +9,7 @@ import json
 
 from starlette.testclient import TestClient
 
-from citegate.local.gateway import MAX_EVENT_BYTES
+from citegate.local.gateway import MAX_EVENT_BYTES, MAX_PAYLOAD_BYTES
 from citegate.settings import get_settings
 
 LAMBDA_EVENT_LIMIT = 6_291_456  # Lambda's synchronous invocation payload
@@ -52,3 +52,25 @@ def test_the_local_gateway_refuses_an_event_lambda_would_refuse(client: TestClie
     # In the route's own family: spec 001's upper-case codes.
     chat = client.post("/api/v1/agent/chats/c1/messages", json={"content": '"' * (3 * 1024 * 1024)})
     assert chat.status_code == 413 and chat.json()["error"] == "PAYLOAD_TOO_LARGE"
+
+
+def test_a_body_over_the_gateways_limit_is_413_with_its_size_and_the_limit(
+    client: TestClient, kb: str
+) -> None:
+    """docs/api.md: 413 carries `details.size` and `details.limit`, also when the gateway's own
+    10 MB body limit answers (before the route, the token or the body's JSON is looked at)."""
+    body = b"x" * (MAX_PAYLOAD_BYTES + 1)
+    for path, code in (
+        (f"/v1/kb/{kb}/documents", "payload_too_large"),
+        ("/answer/ask", "payload_too_large"),
+        ("/api/v1/agent/chats/c1/messages", "PAYLOAD_TOO_LARGE"),
+    ):
+        response = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert response.status_code == 413, response.text
+        error = response.json()
+        assert error["error"] == code
+        assert error["details"]["size"] == len(body) and error["details"]["limit"] == MAX_PAYLOAD_BYTES
+    documents = client.post(
+        f"/v1/kb/{kb}/documents", content=body, headers={"content-type": "application/json"}
+    )
+    assert documents.json()["details"]["upload_route"] == "POST /v1/kb/{kb_id}/uploads"

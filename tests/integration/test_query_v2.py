@@ -99,11 +99,63 @@ def test_the_offline_agents_search_several_times_and_stream_a_cited_summary(read
     assert len(cited["content_preview"]) <= 100
 
 
+def found_count(events: list[dict[str, Any]]) -> int:
+    """N of the status line "✅ Found N documents" (已检索到 N 个文档)."""
+    status = next(e["content"] for e in events if e["message_type"] == 201 and "✅" in e["content"])
+    return int(re.findall(r"\d+", status)[0])
+
+
 def test_a_question_the_knowledge_base_cannot_answer_is_declined_plainly(reader: TestClient) -> None:
     events = read_events(reader, {"query": "What is the boiling point of tungsten?"})
     assert "could not find an answer" in content_of(events)
-    assert events[-2] == {"message_type": 204, "content": []}
+    assert "[" not in content_of(events), "a declined summary cites nothing"
+    # The references are still what the retrieval agent found (spec 003: get_references()).
+    assert events[-2]["message_type"] == 204 and len(events[-2]["content"]) == found_count(events)
     assert events[-1] == {"message_type": 0}
+
+
+MOONS = [
+    ("Phobos", "Mars"),
+    ("Deimos", "Mars"),
+    ("Io", "Jupiter"),
+    ("Europa", "Jupiter"),
+    ("Ganymede", "Jupiter"),
+    ("Callisto", "Jupiter"),
+    ("Titan", "Saturn"),
+    ("Enceladus", "Saturn"),
+    ("Mimas", "Saturn"),
+    ("Rhea", "Saturn"),
+    ("Miranda", "Uranus"),
+    ("Ariel", "Uranus"),
+    ("Titania", "Uranus"),
+    ("Oberon", "Uranus"),
+    ("Triton", "Neptune"),
+    ("Nereid", "Neptune"),
+]
+
+
+def test_the_references_list_every_document_found_in_the_summarys_numbering(client: TestClient) -> None:
+    """Spec 003: 204 is the document manager's get_references(): each chunk any round found, once,
+    numbered 1..n by score; as many as the status line announced, also beyond the 12 documents
+    the summary is given."""
+    kb_id = client.post(
+        "/v1/kb", json={"name": "moons " + uuid.uuid4().hex[:6], "status": "approved"}
+    ).json()["kb_id"]
+    for moon, planet in MOONS:
+        text = f"# {moon}\n\n{moon} is a moon of {planet}. The moon {moon} orbits the planet {planet}."
+        ingest(client, kb_id, text=text, source_name=f"{moon.lower()}.md")
+    moons = caller(client, {"tools": ["query_v2"], "knowledge_bases": [kb_id]})
+    events = read_events(moons, {"query": "Which moon orbits which planet?", "top_k": 20})
+    found = {r["chunk_id"] for e in events if e["message_type"] == 302 for r in e["result"]["results"]}
+    references = events[-2]["content"]
+    assert len(found) > 12, f"the rounds should find more than the summary's 12 documents, got {len(found)}"
+    assert len(references) == found_count(events) == len(found)
+    assert {r["chunk_id"] for r in references} == found
+    assert [r["id"] for r in references] == list(range(1, len(references) + 1))
+    scores = [r["score"] for r in references]
+    assert scores == sorted(scores, reverse=True)
+    numbers = {int(n) for n in re.findall(r"\[(\d+)\]", content_of(events))}
+    assert numbers <= {r["id"] for r in references}, "every marker names a reference"
 
 
 def test_chinese_questions_get_chinese_status_messages(reader: TestClient) -> None:

@@ -36,12 +36,36 @@ def test_retrieve_returns_minimal_results_with_stats(client: TestClient, corpus:
     response = client.post(f"/v1/kb/{corpus}/retrieve", json={"query": "tallest volcano", "top_k": 3})
     assert response.status_code == 200
     body = response.json()
-    assert set(body["results"][0]) == {"ref_id", "chunk_text", "score"}
+    assert set(body["results"][0]) == {"ref_id", "chunk_text", "score", "rank_score"}
     assert "Olympus Mons" in body["results"][0]["chunk_text"]
     stats = body["stats"]
     assert stats["mode"] == "hybrid" and stats["fallbacks"] == []
     assert stats["candidates"] == 50 and stats["returned"] <= 3
     assert "search_ms" in stats["timings_ms"]
+
+
+def _ingest_the_samples(client: TestClient, kb: str) -> None:
+    """`make demo`'s sample documents."""
+    for path in sorted(SAMPLES.iterdir()):
+        if path.suffix in (".md", ".txt", ".pdf") and path.name != "README.md":
+            encoded = base64.b64encode(path.read_bytes()).decode()
+            ingest(client, kb, base64_file=encoded, source_name=path.name)
+
+
+def test_hits_come_in_the_order_of_their_rank_score_beside_an_absolute_relevance(
+    client: TestClient, kb: str
+) -> None:
+    """The order is the fusion's (it ranks best); `rank_score` is what it follows and `score` the
+    absolute relevance estimate, which may rise down the list (docs/api.md, "Retrieval")."""
+    _ingest_the_samples(client, kb)
+    checked = 0
+    for query in ("tallest volcano", "How high is Olympus Mons?", "green tea temperature", "长城有多长"):
+        results = client.post(f"/v1/kb/{kb}/retrieve", json={"query": query, "top_k": 8}).json()["results"]
+        ranks = [r["rank_score"] for r in results]
+        assert ranks == sorted(ranks, reverse=True), (query, ranks)
+        assert all(0 <= r["score"] <= 1 for r in results)
+        checked += len(results)
+    assert checked > 8
 
 
 def test_source_names_filter_and_widened_pool(client: TestClient, corpus: str) -> None:
@@ -140,6 +164,29 @@ def test_ask_answers_with_resolved_citations(client: TestClient, corpus: str) ->
     assert first["source_name"] == "mars.md" and first["url"] == "https://example.org/mars"
     assert first["path"] == "planets/mars.md" and first["heading"] == "Mars" and first["anchor"] == "mars"
     assert "Olympus Mons" in first["snippet"] and "22 km high" in first["snippet"], "the quoted sentence"
+    # Per citation, the answer's sentences bound to it; resolve_refs gives the same snippet.
+    assert first["answer_sentences"] and all("[" not in s for s in first["answer_sentences"])
+    assert all(s.rstrip(".") in body["answer"] for s in first["answer_sentences"])
+    resolved = client.post(f"/v1/kb/{corpus}/resolve_refs", json={"ref_ids": body["used_refs"]}).json()
+    assert [c["snippet"] for c in resolved["citations"]] == [c["snippet"] for c in body["citations"]]
+    assert "answer_sentences" not in resolved["citations"][0]
+
+
+def test_the_demos_first_citation_shows_the_sentence_it_is_cited_for(client: TestClient, kb: str) -> None:
+    """Issue 28: `make demo`'s "How high is Olympus Mons?" over the sample documents. The first
+    citation's snippet is whole sentences, led by the passage's own text, and holds each sentence
+    the answer quotes from it (the 22-kilometre one); `resolve_refs` shows the same snippet."""
+    _ingest_the_samples(client, kb)
+    body = client.post(f"/v1/kb/{kb}/ask", json={"question": "How high is Olympus Mons?"}).json()
+    assert body["no_answer"] is False, body
+    first = body["citations"][0]
+    snippet = first["snippet"]
+    assert "22 kilometres" in snippet, snippet
+    assert snippet[0].isupper() and snippet.endswith("."), snippet  # whole sentences
+    for sentence in first["answer_sentences"]:
+        assert sentence in snippet, (sentence, snippet)  # the extractive answer quotes the passage
+    resolved = client.post(f"/v1/kb/{kb}/resolve_refs", json={"ref_ids": [first["ref_id"]]}).json()
+    assert resolved["citations"][0]["snippet"] == snippet
 
 
 def test_ask_declines_plainly_when_nothing_answers(client: TestClient, corpus: str) -> None:

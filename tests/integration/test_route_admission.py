@@ -75,11 +75,13 @@ def test_no_credentials_is_refused_unless_the_route_is_open_to_public_readers(
         assert response.json()["error"] == error_code(Unauthorized(""), _family(route))
         return
     # Open to public-read: the anonymous policy decides; only a caller it admits is told about the body.
+    # A tool it does not grant is authenticated-read there: sign in first (401, spec 000 6.1).
     public = stack.services.policies.for_principal(anonymous(stack.settings.default_tenant))
     if public is not None and public.allows_tool(route.tool or ""):
         assert response.status_code in (400, 404), response.text
     else:
-        assert response.status_code == 403, response.text
+        assert response.status_code == 401, response.text
+        assert response.json()["error"] == error_code(Unauthorized(""), _family(route))
 
 
 @pytest.mark.parametrize("route", GOVERNED, ids=lambda r: r.route_key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -134,6 +135,55 @@ def test_search_route_shape(web: WebService) -> None:
     assert set(body) == {"query", "results", "search_engine", "total_results", "search_time"}
     assert body["query"] == "ApeRAG 2025年最新发展" and len(body["results"]) == 2
     assert set(body["results"][0]) == {"rank", "title", "url", "snippet", "domain", "timestamp"}
+
+
+class PagesOf:
+    """A search provider whose results are pages of the loopback site (and one internal address)."""
+
+    name = "pages-of"
+
+    def __init__(self, base: str) -> None:
+        self.urls = [
+            f"{base}/article",
+            f"{base}/slow?s=8",
+            f"{base}/missing",
+            "http://169.254.169.254/latest/meta-data/",
+        ]
+
+    def search(self, query: str, *, max_results: int, engine: Any, locale: Any, timeout: float) -> Any:
+        from citegate.web.search import SearchHit, SearchOutcome
+
+        hits = [
+            SearchHit(title=f"{query} {i}", url=url, snippet=f"snippet {i}")
+            for i, url in enumerate(self.urls)
+        ]
+        return SearchOutcome(hits=hits[:max_results], total_results=len(hits))
+
+
+def test_search_with_include_content_reads_each_page_within_the_timeout(
+    web: WebService, site: tuple[str, State]
+) -> None:
+    """Spec 001 5.2: `include_content: true` gives each result its page, read by the reader of
+    /api/v1/web/read (its address checks and codes), and the request's timeout bounds it all."""
+    base, state = site
+    web.provider = PagesOf(base)
+    started = time.monotonic()
+    status, body, _ = search({"query": "field notes", "include_content": True, "timeout": 2}, agent())
+    took = time.monotonic() - started
+    assert status == 200, body
+    article, slow, missing, internal = body["results"]
+    assert article["content"].startswith("# Reading the web safely") and article["word_count"] > 10
+    assert "BUY CHEAP WIDGETS" not in article["content"]  # the reader's main-content extraction
+    assert (slow["content"], slow["error_code"]) == (None, "TIMEOUT_ERROR")
+    assert (missing["content"], missing["error_code"]) == (None, "URL_NOT_ACCESSIBLE")
+    assert (internal["content"], internal["error_code"]) == (None, "URL_NOT_ACCESSIBLE")
+    assert took < 4.5, f"the 2 s timeout was not kept: {took:.1f} s"
+    # The page went through the reader's cache: /web/read now finds it there.
+    assert read({"urls": f"{base}/article"}, agent())[1]["results"][0]["cached"] is True
+    assert state.hits["/article"] == 1
+    # Without include_content a result has only spec 3.2.1's fields.
+    plain = search({"query": "field notes", "max_results": 1}, agent())[1]["results"][0]
+    assert set(plain) == {"rank", "title", "url", "snippet", "domain", "timestamp"}
 
 
 def test_read_route_shape_and_cache_in_dynamodb(web: WebService, site: tuple[str, State]) -> None:

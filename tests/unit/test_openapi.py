@@ -112,3 +112,19 @@ def test_docs_page_is_self_contained(document: dict[str, Any]) -> None:
         assert fetching not in page
     for route in ROUTES:
         assert f'id="op-{route.function}"' in page
+
+
+def test_what_the_routes_answer_is_documented(document: dict[str, Any]) -> None:
+    """Issue 28: the codes a client written from the document meets are in it."""
+    put_policy = document["paths"]["/admin/policies/{principal_key}"]["put"]
+    assert "409" in put_policy["responses"], "the bootstrap principal must keep admin"
+    assert "bootstrap_admin_required" in json.dumps(put_policy)
+    schemas = document["components"]["schemas"]
+    retrieved = next(v for k, v in schemas.items() if k.startswith("RetrievedChunk"))
+    assert {"score", "rank_score"} <= set(retrieved["properties"])
+    page = next(v for k, v in schemas.items() if k.startswith("GetPageBody"))
+    assert "path" not in page.get("required", []), "the standard request names its page in scope.paths"
+    read = [v for k, v in schemas.items() if k.startswith("WebSearchResult") and "content" in v["properties"]]
+    result = read[0]
+    assert {"content", "error_code"} <= set(result["properties"])
+    assert "size" in document["components"]["responses"]["Error413"]["description"]

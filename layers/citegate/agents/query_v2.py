@@ -112,10 +112,10 @@ def run_query(s: Services, call: Authorized, registry: ModelRegistry, request: Q
         retrieved=[f.chunk_id for f in ranked],
         cited=[f.chunk_id for f in ranked if f.index in summary.cited],
     )
-    # The references are the documents the summary was given (numbered as its markers); a
-    # declined question has none.
-    shown = [] if summary.declined else ranked[: summary.shown]
-    yield {"message_type": REFERENCES, "content": DocumentManager.references(shown)}
+    # Spec 003's `doc_manager.get_references()`: every document the retrieval agent found, once,
+    # in the numbering of the summary's markers (the count the status line gave), whether or not
+    # the summary could use them. The summary was given the first `summary.shown` of them.
+    yield {"message_type": REFERENCES, "content": DocumentManager.references(ranked)}
     yield {"message_type": END}
 
 

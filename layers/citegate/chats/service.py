@@ -445,7 +445,11 @@ class Turn:
             notice = text_for(zh, *WEB_FAILED).format(reason=error.message)
             yield from self._labelled("notice", iter([notice]))
             return
-        self.outcome.web_search_results = list(found.results)
+        # Spec 3.2.1's items: a chat never reads the pages (include_content), so they carry no page fields.
+        fields = set(WebSearchResultItem.model_fields)
+        self.outcome.web_search_results = [
+            WebSearchResultItem.model_validate(r.model_dump(include=fields)) for r in found.results
+        ]
         if not found.results:
             yield from self._labelled("notice", iter([text_for(zh, *WEB_NOTHING)]))
             return

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from citegate import routes
-from citegate.errors import CitegateError, Family, Unauthorized, error_body, error_code, error_details
+from citegate.errors import (
+    CitegateError,
+    Family,
+    Unauthorized,
+    error_body,
+    error_code,
+    error_details,
+    error_status,
+)
 
 if TYPE_CHECKING:
     from citegate.container import Services
@@ -74,7 +82,11 @@ def refusal(event: dict[str, Any], family: Family, error: CitegateError) -> dict
     headers = {"Content-Type": "application/json"}
     if "retry_after" in error.details:
         headers["Retry-After"] = str(error.details["retry_after"])
-    return {"statusCode": error.status, "headers": headers, "body": json.dumps(body, ensure_ascii=False)}
+    return {
+        "statusCode": error_status(error, family),
+        "headers": headers,
+        "body": json.dumps(body, ensure_ascii=False),
+    }
 
 
 def _caller_agent(s: Services, event: dict[str, Any]) -> Any:

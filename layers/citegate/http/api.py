@@ -30,6 +30,7 @@ from citegate.errors import (
     error_body,
     error_code,
     error_details,
+    error_status,
 )
 from citegate.observability import logged, logger, metrics, traced
 
@@ -217,7 +218,7 @@ def _error_response(app: HasEvent, family: Family, error: CitegateError) -> Resp
     if "retry_after" in error.details:
         headers["Retry-After"] = str(error.details["retry_after"])
     body = error_body(code, error.message, request_id(app), error_details(error, family))
-    return json_response(error.status, body, headers=headers)
+    return json_response(error_status(error, family), body, headers=headers)
 
 
 def make_resolver(family: Family = "v1") -> LazyResolver:

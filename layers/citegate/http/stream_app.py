@@ -43,7 +43,15 @@ from types import ModuleType
 from typing import Any
 
 from citegate import routes
-from citegate.errors import CitegateError, Forbidden, RouteNotFound, error_body, error_code, error_details
+from citegate.errors import (
+    CitegateError,
+    Forbidden,
+    RouteNotFound,
+    error_body,
+    error_code,
+    error_details,
+    error_status,
+)
 from citegate.http import events
 from citegate.http.events import payload_event
 
@@ -216,7 +224,7 @@ def _json_response(status: int, body: Any, request_id: str) -> dict[str, Any]:
 
 def _refusal(error: CitegateError, family: routes.Family, request_id: str) -> dict[str, Any]:
     body = error_body(error_code(error, family), error.message, request_id, error_details(error, family))
-    return _json_response(error.status, body, request_id)
+    return _json_response(error_status(error, family), body, request_id)
 
 
 class StreamApp:

@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from citegate.errors import AuditUnavailable, CitegateError, Family, error_code
+from citegate.errors import AuditUnavailable, CitegateError, Family, error_code, error_status
 from citegate.http.api import admit_event, checked, finish_call
 from citegate.observability import logged, logger, metrics, traced
 
@@ -89,7 +89,7 @@ def stream_response(
 
 def _failure_code(error: Exception, family: Family) -> tuple[str, str, int]:
     if isinstance(error, CitegateError):
-        return error_code(error, family), error.message, error.status
+        return error_code(error, family), error.message, error_status(error, family)
     return error_code(CitegateError("internal"), family), f"system error: {type(error).__name__}", 500
 
 

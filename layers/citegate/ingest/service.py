@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import hashlib
 import json
 import mimetypes
@@ -24,7 +25,7 @@ from citegate.errors import (
     UnsupportedMediaType,
 )
 from citegate.identity.principal import Principal
-from citegate.ingest.parsing import ParseError, detect_mime_type
+from citegate.ingest.parsing import SUPPORTED_MIME_TYPES, ParseError, detect_mime_type
 from citegate.models.documents import DocumentRecord, IngestRequest, Task, TaskCounts, UploadRequest
 from citegate.models.kb import KnowledgeBase
 from citegate.observability import logger
@@ -44,6 +45,42 @@ def raw_key(kb_id: str, document_id: str, sha256: str) -> str:
 
 def upload_prefix(kb_id: str) -> str:
     return f"uploads/{kb_id}/"
+
+
+# Text in UTF-16 or UTF-32 holds NUL bytes, so only its byte order mark tells it from a binary file.
+_UNICODE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+PDF = "application/pdf"
+
+
+def submitted_type(source: Source) -> str:
+    """The supported type a document is parsed as, decided when it is submitted (415 otherwise),
+    with parsing's own detection: the declared `mime_type`, else the name's extension, else the
+    bytes. The bytes must agree: a binary file (an Office document, an image, an archive) is
+    refused whatever its name or declared type says, and so is a "PDF" without a PDF header;
+    neither could be parsed later."""
+    name = source.source_name
+    try:
+        mime_type = detect_mime_type(source.data, source.mime_type, name)
+    except ParseError as error:
+        raise _unsupported(error.message, name) from error
+    if source.data.startswith(_UNICODE_BOMS):
+        return mime_type
+    try:
+        content = detect_mime_type(source.data, None, "")  # what the bytes alone are
+    except ParseError as error:
+        raise _unsupported(
+            f"{name} is declared or named {mime_type}, but its content is binary, not text or PDF", name
+        ) from error
+    if mime_type == PDF and content != PDF:
+        raise _unsupported(f"{name} is declared or named a PDF, but it has no PDF header", name)
+    return mime_type
+
+
+def _unsupported(reason: str, name: str) -> UnsupportedMediaType:
+    return UnsupportedMediaType(
+        f"{reason}; supported: Markdown, plain text, HTML and PDF",
+        details={"source_name": name, "supported": sorted(SUPPORTED_MIME_TYPES)},
+    )
 
 
 @dataclass(frozen=True)
@@ -70,10 +107,7 @@ class IngestionService:
         source = self._read_source(kb, request)
         if not source.data.strip():
             raise InvalidRequest("the document is empty", details={"field": request.source_field})
-        try:
-            mime_type = detect_mime_type(source.data, source.mime_type, source.source_name)
-        except ParseError as error:
-            raise UnsupportedMediaType(str(error), details={"source_name": source.source_name}) from error
+        mime_type = submitted_type(source)
 
         document_id = ids.document_id(kb.kb_id, source.source_name)
         sha256 = hashlib.sha256(source.data).hexdigest()

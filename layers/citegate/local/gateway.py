@@ -40,6 +40,7 @@ from citegate.errors import (
     error_body,
     error_code,
     error_details,
+    error_status,
 )
 from citegate.http.events import authorizer_event, payload_event
 from citegate.http.streaming import deliver
@@ -75,10 +76,28 @@ def _error(error: CitegateError, family: routes.Family, request_id: str) -> Resp
     body = error_body(error_code(error, family), error.message, request_id, error_details(error, family))
     return Response(
         json.dumps(body),
-        status_code=error.status,
+        status_code=error_status(error, family),
         media_type="application/json",
         headers={"apigw-requestid": request_id},
     )
+
+
+def _too_large(route: routes.Route, size: int, limit: int, *, event: bool = False) -> PayloadTooLarge:
+    """413 with `details.size` and `details.limit` (docs/api.md), as the ingestion route's own
+    limit answers; a document route also names the upload route to use instead."""
+    from citegate.ingest.service import UPLOAD_ROUTE
+
+    what = (
+        f"the request makes a {size}-byte Lambda event, over Lambda's"
+        if event
+        else (f"the request body is {size} bytes, over API Gateway's")
+    )
+    details: dict[str, Any] = {"size": size, "limit": limit}
+    message = f"{what} {limit}"
+    if route.path == "/v1/kb/{kb_id}/documents":
+        details["upload_route"] = UPLOAD_ROUTE
+        message += f"; upload large documents ({UPLOAD_ROUTE}, then ingest with s3_key)"
+    return PayloadTooLarge(message, details=details)
 
 
 def build_event(
@@ -272,19 +291,16 @@ async def _dispatch(request: Request, request_id: str) -> Response:
         missing = RouteNotFound(f"no route for {request.method} {request.url.path}")
         return _error(missing, family, request_id)
     route, path_params = matched
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_PAYLOAD_BYTES:  # refused before it is read
+        return _error(_too_large(route, int(declared), MAX_PAYLOAD_BYTES), route.family, request_id)
     body = await request.body()
     if len(body) > MAX_PAYLOAD_BYTES:
-        too_large = PayloadTooLarge(f"request bodies are limited to {MAX_PAYLOAD_BYTES} bytes")
-        return _error(too_large, route.family, request_id)
+        return _error(_too_large(route, len(body), MAX_PAYLOAD_BYTES), route.family, request_id)
     event = build_event(request, body, route, path_params, request_id)
     event_size = len(json.dumps(event).encode())
     if event_size > MAX_EVENT_BYTES:  # as Lambda would: the document should have been uploaded
-        too_large = PayloadTooLarge(
-            f"the request makes a {event_size}-byte Lambda event, over Lambda's {MAX_EVENT_BYTES}; "
-            "upload large documents (POST /v1/kb/{kb_id}/uploads, then ingest with s3_key)",
-            details={"size": event_size, "limit": MAX_EVENT_BYTES},
-        )
-        return _error(too_large, route.family, request_id)
+        return _error(_too_large(route, event_size, MAX_EVENT_BYTES, event=True), route.family, request_id)
     authorization = request.headers.get("authorization", "")
     try:
         if authorization.startswith("AWS4-HMAC-SHA256"):

@@ -79,10 +79,17 @@ class SearchBody(StandardRequest):
 
 
 class GetPageBody(StandardRequest):
-    """The page is named by `path` (and `version`, else the scope's version); the standard
-    request's `question`/`query` and `requireCitations` are accepted and not used."""
+    """The page is named by `path`, or, without it, by the standard request's `scope.paths` when
+    that names exactly one path (a folder's path names its index page: index.md, index.mdx,
+    README.md); `version`, else the scope's version. The standard request's `question`/`query`
+    and `requireCitations` are accepted and not used."""
 
-    path: str = Field(min_length=1, max_length=1000)
+    path: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="the page's path; default: the one path of scope.paths (400 when none or several)",
+    )
     version: str | None = Field(None, max_length=100)
     question: str | None = Field(None, min_length=1, max_length=4000, description="accepted, not used")
     query: str | None = Field(None, min_length=1, max_length=4000, description="accepted, not used")

@@ -31,9 +31,16 @@ class ResolveRefsRequest(StrictModel):
 
 
 class RetrievedChunk(BaseModel):
+    """One hit. Hits come in rank order, the order of `rank_score` (the engine's fused score, which
+    ranks best but is relative to the query); `score` is the absolute relevance estimate in [0, 1]
+    that `score_threshold` filters on, so it need not decrease down the list."""
+
     ref_id: str
     chunk_text: str
-    score: float
+    score: float = Field(description="absolute relevance estimate in [0, 1], comparable across queries")
+    rank_score: float | None = Field(
+        None, description="what the order follows: the fused score (min-max: [0, 1] within this query)"
+    )
 
 
 class RetrieveResponse(BaseModel):
@@ -60,6 +67,13 @@ class Citation(BaseModel):
     version: str = ""
 
 
+class AskCitation(Citation):
+    """A citation of an `ask` answer: the citation `resolve_refs` returns for the ref, plus the
+    answer's sentences bound to it (those carrying its `[n]` marker, markers left out)."""
+
+    answer_sentences: list[str] = Field(default_factory=list)
+
+
 class ResolveRefsResponse(BaseModel):
     citations: list[Citation]
     missing: list[str]
@@ -68,7 +82,7 @@ class ResolveRefsResponse(BaseModel):
 class AskResponse(BaseModel):
     answer: str
     used_refs: list[str]
-    citations: list[Citation]
+    citations: list[AskCitation]
     no_answer: bool
     no_answer_reason: str | None = None
     stats: dict[str, Any]

@@ -34,9 +34,24 @@ class WebSearchResultItem(BaseModel):
     timestamp: str | None = None
 
 
+class WebSearchResult(WebSearchResultItem):
+    """A result of POST /api/v1/web/search. With `include_content` (spec 001 5.2) it also carries
+    its page, read by the same reader as /api/v1/web/read: `content`, `word_count`,
+    `token_count`, `cached`, or `content: null` with `error` and `error_code` (spec 001's codes)
+    when the page could not be read in time or at all. Without it those fields are never set, and
+    the route leaves them out (`model_dump(exclude_unset=True)`)."""
+
+    content: str | None = None
+    word_count: int | None = None
+    token_count: int | None = None
+    cached: bool | None = None
+    error: str | None = None
+    error_code: str | None = None
+
+
 class WebSearchResponse(BaseModel):
     query: str
-    results: list[WebSearchResultItem]
+    results: list[WebSearchResult]
     search_engine: str
     total_results: int
     search_time: float

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -21,12 +21,12 @@ from citegate.models.web import (
     WebReadResult,
     WebSearchRequest,
     WebSearchResponse,
-    WebSearchResultItem,
+    WebSearchResult,
 )
 from citegate.observability import logger
 from citegate.policy.model import Policy
 from citegate.ratelimit import Counters
-from citegate.web import ContentTooLarge, WebError, WebReadFailed, WebSearchFailed
+from citegate.web import ContentTooLarge, WebError, WebReadFailed, WebSearchFailed, WebTimeout
 from citegate.web.browser import BrowserUnavailable, ChromiumRenderer, Renderer, find_browser
 from citegate.web.cache import PAGE_TTL_SECONDS, SEARCH_TTL_SECONDS, WebCache, cache_key
 from citegate.web.fetch import DEFAULT_MAX_BYTES, Conditional, Fetcher
@@ -122,6 +122,8 @@ class WebService:
         self, principal: Principal, policy: Policy, request: WebSearchRequest, source_ip: str | None = None
     ) -> WebSearchResponse:
         started = time.perf_counter()
+        # The request's timeout bounds the whole search, the pages read for include_content too.
+        deadline = time.monotonic() + min(request.timeout, self.config.max_timeout_seconds)
         provider = self.provider
         if provider is None:
             raise WebSearchFailed(
@@ -167,7 +169,9 @@ class WebService:
         # The policy's domain allow-list holds for what is offered to read, too.
         hits = [h for h in data["hits"] if domain_allowed(h["domain"], policy.web.domains)]
         hits = hits[: request.max_results]
-        results = [WebSearchResultItem(rank=i, **hit) for i, hit in enumerate(hits, start=1)]
+        results = [WebSearchResult(rank=i, **hit) for i, hit in enumerate(hits, start=1)]
+        if request.include_content:
+            results = self._with_content(results, policy, request, deadline)
         total = data.get("total_results")
         return WebSearchResponse(
             query=request.query,
@@ -176,6 +180,33 @@ class WebService:
             total_results=int(total) if isinstance(total, int) and not policy.web.domains else len(results),
             search_time=round(time.perf_counter() - started, 3),
         )
+
+    def _with_content(
+        self, results: list[WebSearchResult], policy: Policy, request: WebSearchRequest, deadline: float
+    ) -> list[WebSearchResult]:
+        """Spec 001 5.2's `include_content`: each result's page, read as /api/v1/web/read reads it
+        (address checks, the policy's allow-list, size cap, cache), at once, and only until the
+        request's timeout; a page not read by then carries TIMEOUT_ERROR, one that failed its
+        own error, and the others are not held back by either."""
+        remaining = deadline - time.monotonic()
+        if not results:
+            return results
+        if remaining <= 0:
+            late = WebTimeout("the search used the request's whole timeout; the page was not read")
+            return [_with_page(r, _read_error(r.url, late)) for r in results]
+        read = WebReadRequest(urls=[r.url for r in results], timeout=remaining, locale=request.locale)
+        pool = ThreadPoolExecutor(max_workers=min(len(results), 5), thread_name_prefix="web-search-read")
+        try:
+            futures = [pool.submit(self._read_safely, r.url, policy, read) for r in results]
+            wait(futures, timeout=remaining)
+        finally:
+            # Reads still running end by their own timeout (at most `remaining`); nobody waits for them.
+            pool.shutdown(wait=False, cancel_futures=True)
+        late = WebTimeout(f"the page was not read within the request's timeout ({request.timeout:g}s)")
+        return [
+            _with_page(r, f.result() if f.done() and not f.cancelled() else _read_error(r.url, late))
+            for r, f in zip(results, futures, strict=True)
+        ]
 
     # -- read -----------------------------------------------------------------------------------
 
@@ -305,6 +336,23 @@ class WebService:
         if self.cache is not None:
             self.cache.put(key, value, self.config.page_cache_seconds, etag=etag, last_modified=last_modified)
         return WebReadResult(**value, cached=False)
+
+
+def _read_error(url: str, error: WebError) -> WebReadResult:
+    return WebReadResult(url=url, status="error", error=error.message, error_code=error.code)
+
+
+def _with_page(result: WebSearchResult, page: WebReadResult) -> WebSearchResult:
+    return result.model_copy(
+        update={
+            "content": page.content if page.status == "success" else None,
+            "word_count": page.word_count,
+            "token_count": page.token_count,
+            "cached": page.cached,
+            "error": page.error,
+            "error_code": page.error_code,
+        }
+    )
 
 
 def require_web(policy: Policy) -> None:

@@ -423,8 +423,13 @@ def _operator_session(
     page.get_by_role("button", name="Retrieve").click()
     page.locator("li.hit").first.wait_for()
     assert "min_max" in page.locator("table.stats").first.inner_text()
-    first_score = float(page.locator("li.hit .score").first.inner_text())
-    assert 0 < first_score <= 1
+    # Hits come in the order of the score the list says it follows (the rank score); the
+    # relevance beside it is the absolute estimate, and the page says why the two orders differ.
+    ranks = [float(r) for r in page.locator("li.hit .rank-score").all_inner_texts()]
+    assert ranks and ranks == sorted(ranks, reverse=True), ranks
+    relevance = [float(r) for r in page.locator("li.hit .relevance").all_inner_texts()]
+    assert len(relevance) == len(ranks) and all(0 < r <= 1 for r in relevance)
+    assert "Ranked by the rank score" in page.get_by_test_id("hit-order").inner_text()
     page.get_by_role("button", name="Ask").click()
     page.get_by_role("heading", name="Citations (resolve_refs)").wait_for()
     answer = page.get_by_test_id("answer").inner_text()

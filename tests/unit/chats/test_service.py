@@ -18,7 +18,7 @@ from citegate.governance import Authorized
 from citegate.identity.principal import Principal
 from citegate.models.chats import MessageBody
 from citegate.models.kb import KnowledgeBase
-from citegate.models.web import WebSearchResponse, WebSearchResultItem
+from citegate.models.web import WebSearchResponse, WebSearchResult, WebSearchResultItem
 from citegate.policy.model import EffectiveScope, Policy, WebGrant
 from citegate.search.base import ChunkRecord, Hit
 from citegate.settings import Settings
@@ -195,8 +195,12 @@ def test_web_parts_by_policy_and_provider(monkeypatch: pytest.MonkeyPatch) -> No
     item = WebSearchResultItem(
         rank=1, title="Ridge", url="https://e.example/r", snippet="tall", domain="e.example"
     )
-    found = WebSearchResponse(
-        query="q", results=[item], search_engine="google", total_results=1, search_time=0.1
+    found = WebSearchResponse(  # the route's results; a chat keeps spec 3.2.1's fields of each
+        query="q",
+        results=[WebSearchResult(**item.model_dump())],
+        search_engine="google",
+        total_results=1,
+        search_time=0.1,
     )
     searched, s = turn(monkeypatch, policy=allowed, web=found, web_search_enabled=True)
     reply = searched.reply()

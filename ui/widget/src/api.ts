@@ -40,6 +40,8 @@ export class ApiError extends Error {
     readonly status: number,
     message: string,
     readonly retryAfter?: number,
+    // Sent without a token: a 401 then means "sign in first" (authenticated-read), not a bad token.
+    readonly anonymous = false,
   ) {
     super(message);
   }
@@ -107,7 +109,7 @@ export class AnswerClient {
     const data = await response.json().catch(() => ({}));
     if (!response.ok) {
       const retry = Number(response.headers.get("retry-after")) || undefined;
-      throw new ApiError(String(data.error ?? "http_" + response.status), response.status, String(data.message ?? ""), retry);
+      throw new ApiError(String(data.error ?? "http_" + response.status), response.status, String(data.message ?? ""), retry, !token);
     }
     return data as T;
   }
@@ -143,7 +145,8 @@ export class AnswerClient {
       this.session = { id: created.sessionId, token: created.sessionToken, scopeKey };
       return { result: created.turns[created.turns.length - 1], sent: scope };
     } catch (error) {
-      if (error instanceof ApiError && error.code === "forbidden_tool") {
+      // Sessions not granted: 403 to a known caller, 401 to an anonymous one (sign in first).
+      if (error instanceof ApiError && (error.code === "forbidden_tool" || (error.code === "unauthorized" && error.anonymous))) {
         this.sessionsAllowed = false;
         return { result: await this.post<AnswerResult>("/answer/ask", { question, scope }), sent: scope };
       }

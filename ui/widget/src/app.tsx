@@ -65,7 +65,7 @@ function errorText(strings: Strings, error: unknown): string {
   const e = strings.errors;
   if (error.code === "network") return e.network;
   if (error.code === "rate_limited") return e.rate_limited(error.retryAfter);
-  if (error.code === "unauthorized") return e.unauthorized;
+  if (error.code === "unauthorized") return error.anonymous ? e.sign_in : e.unauthorized;
   if (error.code === "forbidden_scope") return e.forbidden_scope;
   if (error.code === "dataset_not_allowed") return e.dataset_not_allowed;
   if (error.status >= 500) return e.unavailable;

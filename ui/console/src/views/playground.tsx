@@ -7,7 +7,10 @@ import { Badge, ErrorBox, Section, useAction, useLoad } from "../ui";
 interface Hit {
   ref_id: string;
   chunk_text: string;
+  // Absolute relevance estimate in [0, 1]: comparable across queries, what score_threshold keeps.
   score: number;
+  // What the rank follows: the fusion's score, relative to this query (null when the engine gave none).
+  rank_score: number | null;
 }
 
 interface RetrieveResult {
@@ -221,11 +224,23 @@ export function Playground({ api, initialKb }: { api: Api; initialKb: string }) 
         <Section title={`Hits (${retrieved.results.length})`}>
           <StatsTable stats={retrieved.stats} />
           {retrieved.results.length === 0 ? <p>Nothing matched.</p> : null}
+          {retrieved.results.length > 0 ? (
+            <p class="muted small" data-testid="hit-order">
+              Ranked by the rank score (the fusion of BM25 and vector scores, relative to this query), which
+              orders hits best; relevance is the absolute estimate that the score threshold keeps, so a
+              lower hit can show a higher relevance.
+            </p>
+          ) : null}
           <ol class="hits">
             {retrieved.results.map((hit) => (
               <li key={hit.ref_id} class="hit">
                 <div>
-                  <span class="score" title="fused score">
+                  <span class="muted small">rank score</span>{" "}
+                  <span class="score rank-score" title="What the order follows: the fusion's score, relative to this query">
+                    {hit.rank_score === null ? "–" : hit.rank_score.toFixed(3)}
+                  </span>{" "}
+                  <span class="muted small">relevance</span>{" "}
+                  <span class="score relevance" title="Absolute estimate in [0, 1], comparable across queries: what the score threshold keeps">
                     {hit.score.toFixed(3)}
                   </span>{" "}
                   <code class="ref">{hit.ref_id}</code>
