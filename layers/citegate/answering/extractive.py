@@ -519,13 +519,23 @@ def _is_fragment(sentence: str, first: bool) -> bool:
     return first and bool(re.match(r"[a-z,;:)\]，、；：）]", sentence))
 
 
+# A fenced code block, fences included: split() alternates prose and code.
+_FENCE = re.compile(r"(^[ \t]*```[^\n]*\n.*?(?:^[ \t]*```[ \t]*$|\Z))", re.MULTILINE | re.DOTALL)
+
+
 @lru_cache(maxsize=4096)
 def _quotable(text: str) -> tuple[tuple[str, bool], ...]:
     """The sentences of a passage's own section (citegate.citations.own_section: the section its
     citation names; heading lines are never part of it), without marker-like brackets, each with
     whether it may be quoted (`_is_fragment`). Fragments still count as neighbours' context."""
-    sentences = split_sentences(_MARKER_LIKE.sub("", own_section(text)))
-    return tuple((s, not _is_fragment(s, i == 0)) for i, s in enumerate(sentences))
+    units: list[tuple[str, bool]] = []
+    # A fenced code block (a synopsis, an example) is context for the prose around it, never a quote:
+    # it states no fact in a sentence, and a quote of it reads as code pasted into an answer.
+    for n, part in enumerate(_FENCE.split(_MARKER_LIKE.sub("", own_section(text)))):
+        code = n % 2 == 1
+        for sentence in split_sentences(part):
+            units.append((sentence, not code and not _is_fragment(sentence, not units)))
+    return tuple(units)
 
 
 def _is_number(token: str) -> bool:

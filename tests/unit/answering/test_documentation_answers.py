@@ -118,3 +118,22 @@ def test_the_specific_terms_of_a_question_are_its_identifiers_and_names() -> Non
     )
     assert [t.text for t in specific_terms("How tall is it?")] == []
     assert [t.text for t in specific_terms("What does git commit --no-verify skip?")] == ["--no-verify"]
+
+
+def test_a_code_block_is_never_quoted_as_the_answer() -> None:
+    """A command's synopsis is code: the answer is the sentence that says what the command does."""
+    page = """## Synopsis
+
+```
+REASSIGN OWNED BY { old_role | CURRENT_ROLE | CURRENT_USER } [, ...] TO new_role;
+-- Here REASSIGN OWNED changes the owner of the objects of the old roles in this database.
+```
+
+REASSIGN OWNED instructs the system to change the ownership of database objects owned by any of
+the old roles to the new role."""
+    draft = ExtractiveAnswerer().answer(
+        "What does REASSIGN OWNED do?", evidence(("REASSIGN OWNED", "Synopsis", page))
+    )
+    assert not draft.declined, draft.reason
+    assert "```" not in draft.answer and "{ old_role" not in draft.answer
+    assert "change the ownership of database objects" in draft.answer
