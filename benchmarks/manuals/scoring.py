@@ -73,6 +73,13 @@ class Outcome:
         return asdict(self)
 
 
+def _level(confidence: Any) -> str | None:
+    """`stats.confidence` is a level, or an object with its `level` (and the scores behind it)."""
+    if isinstance(confidence, Mapping):
+        return str(confidence.get("level")) if confidence.get("level") else None
+    return str(confidence) if confidence else None
+
+
 def judge(
     question: Question,
     retrieved: Sequence[str],
@@ -106,7 +113,7 @@ def judge(
             }
             for c in citations
         ],
-        confidence=(ask.get("stats") or {}).get("confidence"),
+        confidence=_level((ask.get("stats") or {}).get("confidence")),
         no_answer_reason=ask.get("no_answer_reason"),
         ask_ms=round(ask_ms, 1),
         retrieve_ms=round(retrieve_ms, 1),

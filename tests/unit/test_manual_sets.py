@@ -186,9 +186,8 @@ def test_a_decline_is_never_right_and_counts_as_declined() -> None:
 
 
 def test_an_answered_unanswerable_question_is_not_declined() -> None:
-    ask = _answer(
-        "Shell resource limits can be set with ulimit [1].", "kernel-resources.html", confidence="low"
-    )
+    ask = _answer("Shell resource limits can be set with ulimit [1].", "kernel-resources.html")
+    ask["stats"]["confidence"] = {"level": "low", "score": 0.46}  # the level with the scores behind it
     outcome = scoring.judge(IO_COMBINE, [], ask)
     assert not outcome.declined and outcome.verdict == "answered" and outcome.confidence == "low"
 
