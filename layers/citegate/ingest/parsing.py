@@ -737,13 +737,7 @@ class _HtmlRenderer:
             for cell in row:
                 if not isinstance(cell.tag, str) or cell.tag.lower() not in ("td", "th"):
                     continue
-                while column in carried:
-                    left, text, is_th = carried[column]
-                    cells.append((text, is_th))
-                    carried[column] = (left - 1, text, is_th)
-                    if left - 1 <= 0:
-                        del carried[column]
-                    column += 1
+                column = _carry_rowspans(carried, cells, column)
                 cell_blocks = self._sub(cell)
                 blocks.extend(cell_blocks)
                 text = " ".join(" ".join(_plain(block).split()) for block in cell_blocks)
@@ -755,13 +749,7 @@ class _HtmlRenderer:
                         carried[column] = (rowspan - 1, text, is_th)
                     cells.append((text, is_th))
                     column += 1
-            while column in carried:  # rowspans continuing past the row's own cells
-                left, text, is_th = carried[column]
-                cells.append((text, is_th))
-                carried[column] = (left - 1, text, is_th)
-                if left - 1 <= 0:
-                    del carried[column]
-                column += 1
+            column = _carry_rowspans(carried, cells, column)  # rowspans past the row's own cells
             if not any(text for text, _ in cells):
                 continue
             if (in_head or all(is_th for _, is_th in cells)) and header_rows == len(grid):
@@ -889,6 +877,21 @@ def _plain(block: _Out) -> str:
     if block.kind == "code":
         return block.text.split("\n", 1)[-1].rsplit("\n", 1)[0]
     return block.text
+
+
+def _carry_rowspans(
+    carried: dict[int, tuple[int, str, bool]], cells: list[tuple[str, bool]], column: int
+) -> int:
+    """Fill the columns from `column` on that a cell above still spans (rowspan); the next column."""
+    while column in carried:
+        left, text, is_th = carried[column]
+        cells.append((text, is_th))
+        if left - 1 <= 0:
+            del carried[column]
+        else:
+            carried[column] = (left - 1, text, is_th)
+        column += 1
+    return column
 
 
 def _span(value: str | None) -> int:
