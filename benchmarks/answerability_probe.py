@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 from tune_extractive import DEFAULT_DATA, SupportRow, load, logit, support_rows
 
-from citegate.answering.extractive import SUPPORT_BIAS, SUPPORT_WEIGHTS, ExtractiveAnswerer
-from citegate.embedding import build_embedder
+from citegate.answers.extractive import SUPPORT_BIAS, SUPPORT_WEIGHTS, ExtractiveAnswerer
+from citegate.knowledge.embedding import build_embedder
 
 TOP_SENTENCES = 6
 TARGET_ANSWERED = 0.90

@@ -86,10 +86,10 @@ def main() -> None:
                 "CITEGATE_OIDC_AUDIENCE": AUDIENCE,
             }
         )
-        from citegate.identity.credential_cache import CACHE_SECONDS, CREDENTIALS
-        from citegate.local.functions import LocalLambdaContext, load_module
-        from citegate.local.stack import LocalStack
-        from citegate.settings import get_settings, reset_settings
+        from citegate.governance.identity.credential_cache import CACHE_SECONDS, CREDENTIALS
+        from citegate.platform.settings import get_settings, reset_settings
+        from citegate.runtime.functions import LocalLambdaContext, load_module
+        from citegate.runtime.stack import LocalStack
 
         reset_settings()
         stack = LocalStack(get_settings(), persist=False, poll=False).start()

@@ -68,11 +68,13 @@ def retrieval_section(runs: list[dict[str, Any]] | None) -> list[str]:
         return [*out, "Not run yet: `uv run python benchmarks/retrieval.py`.", ""]
     out += [
         "Synthetic chunks (Zipf text, random unit vectors) in one knowledge base; the real query embedder.",
-        "In-process is `citegate.retrieval.retrieve` / `ask` (query embedding included); the gateway is",
-        "uvicorn on loopback with an httpx client, so it adds the authorizer, the policy check, the",
-        "rate limits and the audit record (DynamoDB on the embedded endpoint). Rate limits are spent",
-        "from leases (`citegate.ratelimit`): at the run's limits claims grow 1, 2, 4, ... to 50 calls,",
-        "each a DynamoDB transaction of about 7 ms that shows at p99, not p95. p50 / p95 / p99 ms.",
+        "In-process is `citegate.knowledge.retrieval.retrieve` / `ask` (query embedding included);",
+        "the gateway is uvicorn on loopback with an httpx client, so it adds the authorizer,",
+        "the policy check, the rate limits and the audit record (DynamoDB on the embedded endpoint).",
+        "Rate limits are spent",
+        "from leases (`citegate.governance.ratelimit`): at the run's limits claims grow 1, 2, 4, ...",
+        "to 50 calls, each a DynamoDB transaction of about 7 ms that shows at p99, not p95.",
+        "p50 / p95 / p99 ms.",
         "",
         "| chunks | embedder | retrieve in-process | retrieve via gateway | gateway overhead "
         "| ask in-process | ask via gateway | retrieve p95 bar |",

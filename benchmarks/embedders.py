@@ -17,9 +17,9 @@ import time
 
 import numpy as np
 
-from citegate.embedding import EmbeddingUnavailable, MultilingualE5Small, UniversalSentenceEncoder
-from citegate.embedding.base import Embedder
-from citegate.embedding.e5 import is_available as e5_available
+from citegate.knowledge.embedding import EmbeddingUnavailable, MultilingualE5Small, UniversalSentenceEncoder
+from citegate.knowledge.embedding.base import Embedder
+from citegate.knowledge.embedding.e5 import is_available as e5_available
 
 EN_SENTENCES = [
     "Employees may carry over up to five days of unused annual leave into the next calendar year.",

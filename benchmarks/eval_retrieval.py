@@ -2,12 +2,12 @@
 
 For each set, every corpus passage becomes one document "# {title}\\n\\n{text}", chunked by the real
 chunker; its children are embedded (vectors cached under bench-results/cache/) and indexed in one
-EmbeddedSearchIndex knowledge base. Queries go through `citegate.retrieval.retrieve` (hybrid, the
+EmbeddedSearchIndex knowledge base. Queries go through `citegate.knowledge.retrieval.retrieve` (hybrid, the
 fusion tuned for the embedder) with top_k=100 children, which are mapped back to corpus documents:
     max    document score = its best child
     top2   document score = sum of its two best children (rewards several matching children)
 The aggregation is chosen on dev and only that one is scored on test (the RULE: tune on dev only).
-Metrics (citegate.evaluation.metrics; pytrec_eval is used as a cross-check when importable): nDCG@10,
+Metrics (citegate.clients.evaluation.metrics; pytrec_eval is used as a cross-check when importable): nDCG@10,
 Recall@5/10/100, MRR@10, binary relevance (qrels score > 0); queries without qrels (SQuAD
 unanswerable) are left out of the means.
 
@@ -30,17 +30,17 @@ from typing import Any
 
 import numpy as np
 
+from citegate.clients.evaluation.dataset import passage_document, read_jsonl, read_qrels
+from citegate.clients.evaluation.metrics import AGGREGATIONS, METRIC_NAMES, aggregate, evaluate
+from citegate.clients.evaluation.metrics import query_metrics as query_metrics  # re-exported for tune_fusion
 from citegate.container import Services
-from citegate.embedding import build_embedder
-from citegate.embedding.base import Embedder
-from citegate.evaluation.dataset import passage_document, read_jsonl, read_qrels
-from citegate.evaluation.metrics import AGGREGATIONS, METRIC_NAMES, aggregate, evaluate
-from citegate.evaluation.metrics import query_metrics as query_metrics  # re-exported for tune_fusion
-from citegate.ingest.chunking import chunk_document
-from citegate.ingest.documents import ParsedDocument
-from citegate.retrieval import Scope, fusion_for, retrieve
-from citegate.search.base import ChunkRecord, Hit, SearchFilter, SearchMode
-from citegate.search.embedded import EmbeddedSearchIndex
+from citegate.knowledge.embedding import build_embedder
+from citegate.knowledge.embedding.base import Embedder
+from citegate.knowledge.ingest.chunking import chunk_document
+from citegate.knowledge.ingest.documents import ParsedDocument
+from citegate.knowledge.retrieval import Scope, fusion_for, retrieve
+from citegate.knowledge.search.base import ChunkRecord, Hit, SearchFilter, SearchMode
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex
 
 DATA = Path(__file__).resolve().parent / "data"  # the sets travel with the project (data/README.md)
 RESULTS = Path(__file__).resolve().parent.parent / "bench-results"

@@ -93,7 +93,7 @@ def wait_all(s: Any, task_ids: Sequence[str], timeout: float = 3600) -> tuple[in
     """(children, failed) once every task has finished. Every POLL_SECONDS it reads only the newest
     unfinished task (tasks finish roughly in order); once that one is done, it reads the rest, 100
     per call. Watching thus costs the pipeline it measures next to nothing."""
-    from citegate.ingest import ledger
+    from citegate.knowledge.ingest import ledger
 
     deadline = time.monotonic() + timeout
     pending, children, failed = list(task_ids), 0, 0
@@ -120,8 +120,8 @@ def wait_all(s: Any, task_ids: Sequence[str], timeout: float = 3600) -> tuple[in
 
 def children_texts(docs: Sequence[dict[str, str]]) -> list[str]:
     """The children the pipeline embeds, from the same parser and chunker."""
-    from citegate.ingest.chunking import chunk_document
-    from citegate.ingest.parsing import parse_document
+    from citegate.knowledge.ingest.chunking import chunk_document
+    from citegate.knowledge.ingest.parsing import parse_document
 
     texts: list[str] = []
     for doc in docs:
@@ -152,11 +152,11 @@ def main() -> None:
 
     from starlette.testclient import TestClient
 
-    from citegate.local.gateway import create_app
-    from citegate.local.poller import QueuePoller
-    from citegate.local.stack import LocalStack
-    from citegate.routes import INGEST_CONSUMER_FUNCTION
-    from citegate.settings import get_settings, reset_settings
+    from citegate.api.routes import INGEST_CONSUMER_FUNCTION
+    from citegate.platform.settings import get_settings, reset_settings
+    from citegate.runtime.gateway import create_app
+    from citegate.runtime.poller import QueuePoller
+    from citegate.runtime.stack import LocalStack
 
     with gzip.open(DATA, "rt", encoding="utf-8") as corpus:
         docs = [json.loads(line) for line, _ in zip(corpus, range(args.docs), strict=False)]

@@ -123,7 +123,7 @@ def main() -> None:
     }
     log = (data / "server.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "citegate.cli", "serve"],
+        [sys.executable, "-m", "citegate.clients.cli", "serve"],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

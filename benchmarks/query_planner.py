@@ -36,9 +36,9 @@ from benchmarks.eval_retrieval import (
 from citegate.agents.documents import DocumentManager
 from citegate.agents.planner import Call, OfflinePlanner
 from citegate.container import Services
-from citegate.embedding import build_embedder
-from citegate.retrieval import Scope, retrieve
-from citegate.search.embedded import EmbeddedSearchIndex
+from citegate.knowledge.embedding import build_embedder
+from citegate.knowledge.retrieval import Scope, retrieve
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex
 
 DATA = Path(__file__).resolve().parent / "data"
 

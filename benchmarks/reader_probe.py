@@ -171,7 +171,7 @@ def overlap(question: set[str], sentence: str) -> float:
 
 
 def sentence_spans(context: str) -> list[tuple[int, int, str]]:
-    from citegate.answering.extractive import split_sentences
+    from citegate.answers.extractive import split_sentences
 
     spans, cursor = [], 0
     for s in split_sentences(context):
@@ -239,8 +239,8 @@ def export_dev(cache: Path, out: Path) -> None:
 
     from tune_extractive import DEFAULT_DATA, load, logit, retrieve, support_rows
 
-    from citegate.answering.extractive import SUPPORT_BIAS, SUPPORT_WEIGHTS, ExtractiveAnswerer
-    from citegate.embedding import build_embedder
+    from citegate.answers.extractive import SUPPORT_BIAS, SUPPORT_WEIGHTS, ExtractiveAnswerer
+    from citegate.knowledge.embedding import build_embedder
 
     dataset = load(DEFAULT_DATA, "squad2_dev")
     if cache.exists():

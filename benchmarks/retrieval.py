@@ -86,8 +86,8 @@ def build(
     s: Any, kb_id: str, size: int, rng: np.random.Generator
 ) -> tuple[list[str], list[tuple[str, str, str]], float]:
     """The index, the queries, and (query, probe word, ref_id) for each planted probe chunk."""
-    from citegate.models.kb import KnowledgeBase
-    from citegate.search.base import ChunkRecord
+    from citegate.knowledge.schemas.kb import KnowledgeBase
+    from citegate.knowledge.search.base import ChunkRecord
 
     now = "2026-01-01T00:00:00Z"
     s.kbs.create(KnowledgeBase(kb_id=kb_id, tenant_id="default", name=kb_id, created_at=now, updated_at=now))
@@ -160,7 +160,7 @@ def build(
 def serve_in_thread(port: int) -> Any:
     import uvicorn
 
-    from citegate.local.gateway import create_app
+    from citegate.runtime.gateway import create_app
 
     server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -259,11 +259,11 @@ def concurrent_clients(
 def run(size: int, embedder: str, clients: int = CONCURRENT_CLIENTS) -> dict[str, Any]:
     import httpx
 
-    from citegate.answering.ask import ask
-    from citegate.local.aws_endpoint import free_port
-    from citegate.local.stack import LocalStack
-    from citegate.retrieval import Scope, retrieve
-    from citegate.settings import get_settings, reset_settings
+    from citegate.answers.ask import ask
+    from citegate.knowledge.retrieval import Scope, retrieve
+    from citegate.platform.settings import get_settings, reset_settings
+    from citegate.runtime.aws_endpoint import free_port
+    from citegate.runtime.stack import LocalStack
 
     with tempfile.TemporaryDirectory(prefix="citegate-bench-") as root:
         os.environ.update(

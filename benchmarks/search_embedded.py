@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from citegate.search.base import ChunkRecord, SearchFilter, SearchMode
-from citegate.search.embedded import EmbeddedSearchIndex
+from citegate.knowledge.search.base import ChunkRecord, SearchFilter, SearchMode
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex
 
 _COMMON_WORDS = """
 the of and to in is for on that with as are by this be from or it an at which can not you your if all

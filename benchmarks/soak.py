@@ -1,6 +1,6 @@
 """Soak: the real server under mixed concurrent traffic, checking that every answer is its own.
 
-Starts `python -m citegate.cli serve` as a subprocess (its own temporary RAG_DATA_ROOT, a free
+Starts `python -m citegate.clients.cli serve` as a subprocess (its own temporary RAG_DATA_ROOT, a free
 port, CITEGATE_EMBEDDER=use unless told), seeds one knowledge base with documents that each hold
 a unique token, then runs N clients (threads, each with its own httpx connection) for a fixed time.
 Every request carries something unique that its answer must reflect:
@@ -72,8 +72,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(ROOT / "layers"))
 from provenance import stamp  # noqa: E402
 
-from citegate.feedback import dedupe_key  # noqa: E402
-from citegate.ids import document_id  # noqa: E402
+from citegate.answers.feedback import dedupe_key  # noqa: E402
+from citegate.platform.ids import document_id  # noqa: E402
 
 TOKEN = "soak-token"
 KB = "soak"
@@ -183,7 +183,7 @@ class Server:
 
     def start(self, timeout: float = 120) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "citegate.cli", "serve"],
+            [sys.executable, "-m", "citegate.clients.cli", "serve"],
             cwd=self.root,
             env=self.env,
             stdout=subprocess.PIPE,

@@ -436,8 +436,8 @@ def _environment(data: Path) -> dict[str, str]:
 
 def build(writes: int) -> dict[str, Any]:
     """In this process (a fresh interpreter): the local stack on RAG_DATA_ROOT, `writes` writes."""
-    from citegate.local.stack import LocalStack
-    from citegate.settings import get_settings
+    from citegate.platform.settings import get_settings
+    from citegate.runtime.stack import LocalStack
 
     stack = LocalStack(get_settings(), poll=False).start()
     assert stack.aws is not None and stack.aws.middleware is not None
@@ -484,8 +484,8 @@ def start() -> dict[str, Any]:
     lines = sum(1 for _ in journal.open("rb")) if journal.exists() else 0
     size = journal.stat().st_size if journal.exists() else 0
     imported = time.perf_counter()
-    from citegate.local.stack import LocalStack
-    from citegate.settings import get_settings
+    from citegate.platform.settings import get_settings
+    from citegate.runtime.stack import LocalStack
 
     began = time.perf_counter()
     stack = LocalStack(get_settings()).start()

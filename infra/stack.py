@@ -32,7 +32,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 
-from citegate import resources, routes
+from citegate.api import routes
+from citegate.platform import resources
 from constructs import Construct
 from infra import bundling
 from infra.constructs import acknowledge, acknowledge_wildcards
@@ -195,7 +196,7 @@ class CitegateConfig:
     llm_base_url: str | None = None
     llm_model: str | None = None
     # The configured model judges whether each cited passage supports its sentence before the
-    # answer leaves (citegate.answering.verify): one more model call per answer.
+    # answer leaves (citegate.answers.verify): one more model call per answer.
     llm_verify_citations: bool = False
     # Secrets by reference only (Secrets Manager name or ARN, created outside the stack).
     llm_api_key_secret: SecretRef | None = None

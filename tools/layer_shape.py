@@ -79,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     layer: Path = args.layer.resolve()
     # grimp sees a folder only if it has an __init__.py: a namespace package would drop out unseen.
-    namespace = [p.name for p in layer.iterdir() if p.is_dir() and any(p.glob("*.py")) and not (p / "__init__.py").exists()]
+    namespace = [
+        p.name
+        for p in layer.iterdir()
+        if p.is_dir() and any(p.glob("*.py")) and not (p / "__init__.py").exists()
+    ]
     if namespace:
         print(f"warning: namespace packages grimp does not see: {' '.join(sorted(namespace))}")
     sys.path.insert(0, str(layer.parent))

@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.evaluate.ingest import start_stack
     from benchmarks.evaluate.run import evaluate_set, git_commit, ingest_set, load_set, loadavg
 
-    from citegate.embedding import build_embedder
+    from citegate.knowledge.embedding import build_embedder
 
     del peers  # imported up front: a missing `bench` group fails now, not after the first ingestion
     if args.report_only:

@@ -4,9 +4,9 @@ The local stack (embedded AWS: S3, DynamoDB, SQS) runs in this process without i
 Each corpus passage is submitted as a Markdown document with `IngestionService.submit` (validation,
 raw object in S3, task and document records, message on the ingestion queue). The submitted tasks
 are then grouped into batches, as the queue consumer groups them into one workflow execution
-(citegate.ingest.batch.BatchState), and the workflow's own step functions run on each batch in
+(citegate.knowledge.ingest.batch.BatchState), and the workflow's own step functions run on each batch in
 the state machine's order: parse, (any document left?) chunk, embed, index, finalize
-(citegate.ingest.steps, the Lambda bodies). Only the transport is skipped (SQS -> consumer ->
+(citegate.knowledge.ingest.steps, the Lambda bodies). Only the transport is skipped (SQS -> consumer ->
 Step Functions -> Lambda invoke); `make bench` measures that.
 
 The steps run stage by stage (every batch parsed, then every batch chunked, ...) so that the
@@ -32,13 +32,13 @@ from benchmarks import eval_retrieval
 
 if TYPE_CHECKING:
     from citegate.container import Services
-    from citegate.embedding.base import Embedder
-    from citegate.local.stack import LocalStack
+    from citegate.knowledge.embedding.base import Embedder
+    from citegate.runtime.stack import LocalStack
 
 Vector = np.ndarray
 StepEvent = dict[str, Any]
 # Tasks per workflow batch. The queue consumer packs at most 50 documents into an execution
-# (citegate.ingest.consumer.pack); larger batches run the same step code with fewer calls
+# (citegate.knowledge.ingest.consumer.pack); larger batches run the same step code with fewer calls
 # to the embedded AWS endpoint and fewer index commits, and index the same chunks.
 BATCH_SIZE = 100
 
@@ -104,8 +104,8 @@ class IngestedSet:
 
 def start_stack(root: Path) -> LocalStack:
     """The local stack on a fresh data root, without the queue poller (the steps are called here)."""
-    from citegate.local.stack import LocalStack
-    from citegate.settings import get_settings, reset_settings
+    from citegate.platform.settings import get_settings, reset_settings
+    from citegate.runtime.stack import LocalStack
 
     os.environ["RAG_DATA_ROOT"] = str(root)
     os.environ.setdefault("CITEGATE_STAGE", "eval")
@@ -151,13 +151,13 @@ def ingest_corpus(
     """Submit every passage, then run the workflow's steps on batches of `batch_size` tasks: parse
     and chunk once, embed and index once per embedder (each into its own index), finalize once."""
     from citegate.container import Services
-    from citegate.identity.principal import Principal
-    from citegate.ingest import steps
-    from citegate.ingest.batch import BatchState, DocumentRef, batch_id, unstash_json
-    from citegate.knowledge_bases import create_kb
-    from citegate.models.documents import IngestRequest
-    from citegate.models.kb import CreateKbRequest
-    from citegate.search.embedded import EmbeddedSearchIndex
+    from citegate.knowledge.bases import create_kb
+    from citegate.knowledge.ingest import steps
+    from citegate.knowledge.ingest.batch import BatchState, DocumentRef, batch_id, unstash_json
+    from citegate.knowledge.schemas.documents import IngestRequest
+    from citegate.knowledge.schemas.kb import CreateKbRequest
+    from citegate.knowledge.search.embedded import EmbeddedSearchIndex
+    from citegate.platform.principal import Principal
 
     assert stack.services is not None
     settings = stack.services.settings

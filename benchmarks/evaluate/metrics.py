@@ -1,4 +1,4 @@
-"""Scores of the evaluation harness, re-exported from the layer (citegate.evaluation.metrics).
+"""Scores of the evaluation harness, re-exported from the layer (citegate.clients.evaluation.metrics).
 
 The ranking metrics, the child-to-document aggregation, answer honesty, percentiles and ratios
 live in the layer so that `make eval` (in-process) and `citegate eval` (over HTTP) score alike.
@@ -6,7 +6,7 @@ live in the layer so that `make eval` (in-process) and `citegate eval` (over HTT
 
 from __future__ import annotations
 
-from citegate.evaluation.metrics import (
+from citegate.clients.evaluation.metrics import (
     AGGREGATIONS,
     CONFIDENCE_BARS,
     CONFIDENCE_LEVELS,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from citegate.embedding.base import Embedder
+from citegate.knowledge.embedding.base import Embedder
 
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\W_]+")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")

@@ -157,8 +157,9 @@ def markdown(results: Mapping[str, Any]) -> str:
             if "reliability" in report:
                 lines += [
                     "",
-                    "Reliability of the confidence the answer API reports (`citegate.answer_api`, on the"
-                    " same answers): per level, answers at that level, the share citing a gold passage and"
+                    "Reliability of the confidence the answer API reports"
+                    " (`citegate.answers.answer_api`, on the same answers): per level, answers at that level,"
+                    " the share citing a gold passage and"
                     " citing a passage that holds an accepted answer; unanswerable questions that ended"
                     " at that level (count, share of all unanswerable):",
                     "",

@@ -23,8 +23,8 @@ from benchmarks.provenance import git_commit, loadavg
 if TYPE_CHECKING:
     from benchmarks.evaluate.peers import Peer
 
-    from citegate.embedding.base import Embedder
-    from citegate.local.stack import LocalStack
+    from citegate.knowledge.embedding.base import Embedder
+    from citegate.runtime.stack import LocalStack
 
 SPLITS = ("dev", "test")
 ANSWER_SETS = ("squad2_dev", "cmrc2018")  # sets with answer strings: the ask path is scored there
@@ -87,8 +87,8 @@ def _ratios(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> dict[str, flo
 def ask_cases(
     ingested: IngestedSet, kind: str, queries: Sequence[tune_extractive.Query], latency_ms: list[float]
 ) -> list[m.AnswerCase]:
-    from citegate.answering.ask import ask
-    from citegate.retrieval import Scope
+    from citegate.answers.ask import ask
+    from citegate.knowledge.retrieval import Scope
 
     scope = Scope(frozenset({ingested.kb_id}))
     doc_of = ingested.doc_of
@@ -119,7 +119,7 @@ def ask_cases(
 
 def confidence_for(outcome: Any) -> str:
     """The confidence the answer API reports for this outcome of `ask` (its own reporting step)."""
-    from citegate.answer_api import reported
+    from citegate.answers.answer_api import reported
 
     return reported(outcome).confidence
 
@@ -161,7 +161,7 @@ def evaluate_set(ds: EvalSet, ingested: IngestedSet, kind: str, embedder: Embedd
     # The peers' packages (dependency group `bench`) are imported only when a set is evaluated.
     from benchmarks.evaluate.peers import langchain_ensemble, rank_bm25
 
-    from citegate.retrieval import Scope, retrieve
+    from citegate.knowledge.retrieval import Scope, retrieve
 
     started = time.perf_counter()
     set_name, corpus, qrels, queries = ds.name, ds.corpus, ds.qrels, ds.queries

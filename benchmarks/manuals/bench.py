@@ -14,8 +14,8 @@ from typing import Any
 
 
 def ingested_files(root: Path) -> list[tuple[Path, str]]:
-    """The files `citegate ingest <root>` sends, with their source names (citegate.cli's rule)."""
-    from citegate.cli import INGEST_SUFFIXES
+    """The files `citegate ingest <root>` sends, with their source names (citegate.clients.cli's rule)."""
+    from citegate.clients.cli import INGEST_SUFFIXES
 
     out = []
     for file in sorted(root.rglob("*")):
@@ -29,8 +29,8 @@ def ingested_files(root: Path) -> list[tuple[Path, str]]:
 
 def children_texts(root: Path) -> tuple[list[str], int]:
     """(the children the pipeline embeds, files that did not parse) for every file of the manual."""
-    from citegate.ingest.chunking import chunk_document
-    from citegate.ingest.parsing import ParseError, parse_document
+    from citegate.knowledge.ingest.chunking import chunk_document
+    from citegate.knowledge.ingest.parsing import ParseError, parse_document
 
     texts: list[str] = []
     unparsed = 0
@@ -51,8 +51,8 @@ def _cpu() -> float:
 
 def embedder_alone(root: Path, pipeline_wall_s: float, pipeline_chunks: int) -> dict[str, Any]:
     """The embedder's own chunks/s on the manual's children, and the pipeline's ratio to it."""
-    from citegate.embedding import build_embedder
-    from citegate.settings import get_settings
+    from citegate.knowledge.embedding import build_embedder
+    from citegate.platform.settings import get_settings
 
     settings = get_settings()
     started = time.perf_counter()

@@ -60,8 +60,8 @@ class Asker:
     """The questions over HTTP, as a client written from docs/api.md would send them."""
 
     def __init__(self, url: str, kb: str) -> None:
-        from citegate.cli import PatientClient
-        from citegate.client import Credentials
+        from citegate.clients.cli import PatientClient
+        from citegate.clients.http_client import Credentials
 
         self.client = PatientClient(url, Credentials(token=service.TOKEN))
         self.kb = kb
@@ -86,7 +86,7 @@ class Asker:
         return [pages.get(ref, "?") for ref in refs], ms
 
     def ask(self, text: str) -> tuple[dict[str, Any], float]:
-        from citegate.client import ApiError, describe_error
+        from citegate.clients.http_client import ApiError, describe_error
 
         try:
             return self._timed(f"/v1/kb/{self.kb}/ask", {"question": text})

@@ -147,7 +147,7 @@ def _share(hits: int, total: int) -> float | None:
 
 
 def percentile(samples: Sequence[float], q: float) -> float | None:
-    """Nearest rank: an observed value, never an interpolation (citegate.evaluation.metrics')."""
+    """Nearest rank: an observed value, never an interpolation (citegate.clients.evaluation.metrics')."""
     ordered = sorted(s for s in samples if not math.isnan(s))
     if not ordered:
         return None

@@ -36,7 +36,7 @@ def citegate_command() -> list[str]:
     if beside.is_file():
         return [str(beside)]
     found = shutil.which("citegate")
-    return [found] if found else [sys.executable, "-m", "citegate.cli"]
+    return [found] if found else [sys.executable, "-m", "citegate.clients.cli"]
 
 
 def free_port(preferred: int = 0) -> int:

@@ -1,8 +1,8 @@
 """GET /admin/audit?caller=agent:x&since=...&until=...&limit=: the caller's tenant's audit records."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, query_param
 from citegate.container import services
-from citegate.errors import InvalidRequest
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, query_param
+from citegate.platform.errors import InvalidRequest
 
 app = make_resolver()
 

@@ -1,14 +1,14 @@
 """POST /admin/agents/{agent_id}/credentials: issue an agent token or caller agent key (shown once)."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
 
 @app.post("/admin/agents/<agent_id>/credentials")
 def issue(agent_id: str):  # type: ignore[no-untyped-def]
-    from citegate.models.admin import CredentialRequest
+    from citegate.governance.schemas import CredentialRequest
 
     call = authorized(app)
     request = parse_body(app, CredentialRequest, allow_empty=True)

@@ -1,7 +1,7 @@
 """GET /admin/agents/{agent_id}/credentials: the agent's credentials (never their secrets)."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 

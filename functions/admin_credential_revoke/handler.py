@@ -1,7 +1,7 @@
 """DELETE /admin/agents/{agent_id}/credentials/{credential_id}: revoke at once."""
 
+from citegate.api.http import http_handler, json_response, make_resolver
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver
 
 app = make_resolver()
 

@@ -6,16 +6,16 @@ record instead of reviving this one.
 
 from urllib.parse import unquote
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
 
 @app.post("/admin/feedback/<record_id>/close")
 def close_feedback(record_id: str):  # type: ignore[no-untyped-def]
-    from citegate.feedback import feedback_service
-    from citegate.models.feedback import CloseBody
+    from citegate.answers.feedback import feedback_service
+    from citegate.answers.schemas.feedback import CloseBody
 
     call = authorized(app)
     body = parse_body(app, CloseBody, allow_empty=True)

@@ -3,17 +3,17 @@ tenant's feedback records and improvement tasks, most recently reported first.""
 
 from typing import cast, get_args
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, query_param
 from citegate.container import services
-from citegate.errors import InvalidRequest
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, query_param
+from citegate.platform.errors import InvalidRequest
 
 app = make_resolver()
 
 
 @app.get("/admin/feedback")
 def list_feedback():  # type: ignore[no-untyped-def]
-    from citegate.feedback import feedback_service
-    from citegate.models.feedback import Kind, Status
+    from citegate.answers.feedback import feedback_service
+    from citegate.answers.schemas.feedback import Kind, Status
 
     call = authorized(app)
     kind = query_param(app, "kind") or None

@@ -1,7 +1,7 @@
 """GET /admin/policies: every policy of the caller's tenant."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 

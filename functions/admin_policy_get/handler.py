@@ -1,8 +1,8 @@
 """GET /admin/policies/{principal_key}."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver
 from citegate.container import services
-from citegate.errors import NotFound
-from citegate.http.api import authorized, http_handler, json_response, make_resolver
+from citegate.platform.errors import NotFound
 
 app = make_resolver()
 

@@ -5,17 +5,17 @@ keep the admin tool and the admin write action: a PUT that would take them away 
 409 `conflict`, so no call can lock every administrator out (docs/deploy.md: recovering policies).
 """
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.errors import Conflict, Forbidden
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
+from citegate.platform.errors import Conflict, Forbidden
 
 app = make_resolver()
 
 
 @app.put("/admin/policies/<principal_key>")
 def put_policy(principal_key: str):  # type: ignore[no-untyped-def]
-    from citegate.policy.model import Policy, PolicyUpdate
-    from citegate.policy.store import bootstrap_key, keeps_admin
+    from citegate.governance.policy.model import Policy, PolicyUpdate
+    from citegate.governance.policy.store import bootstrap_key, keeps_admin
 
     call = authorized(app)
     body = parse_body(app, PolicyUpdate)

@@ -1,16 +1,16 @@
 """POST /agent/tools/ask: the same engine as /answer/ask; citations are always required."""
 
+from citegate.api.http import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("answer")
 
 
 @app.post("/agent/tools/ask")
 def ask_tool():  # type: ignore[no-untyped-def]
-    from citegate.answer_api import answer_question
-    from citegate.governance import current_call
-    from citegate.models.answer import AskBody
+    from citegate.answers.answer_api import answer_question
+    from citegate.answers.schemas.answer import AskBody
+    from citegate.governance.calls import current_call
 
     body = parse_body(app, AskBody)
     call = govern(app, requested=body.scope)

@@ -1,14 +1,14 @@
 """GET /api/v1/agent/chats: the caller's chats, most recently updated first (spec 001 3.1.2)."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, query_param
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, query_param
 
 app = make_resolver("chat")
 
 
 @app.get("/api/v1/agent/chats")
 def list_chats_route():  # type: ignore[no-untyped-def]
-    from citegate.chats.service import list_chats, list_limit
+    from citegate.agents.chats.service import list_chats, list_limit
 
     call = authorized(app)
     limit = list_limit(query_param(app, "limit"))

@@ -1,16 +1,16 @@
 """POST /api/v1/agent/chats/{chat_id}/messages: a turn, streamed as SSE or one JSON reply (3.1.4)."""
 
+from citegate.api.http import authorized, json_response, make_resolver, parse_body
+from citegate.api.streaming import sse_handler, stream_response
 from citegate.container import services
-from citegate.http.api import authorized, json_response, make_resolver, parse_body
-from citegate.http.streaming import sse_handler, stream_response
 
 app = make_resolver("chat")
 
 
 @app.post("/api/v1/agent/chats/<chat_id>/messages")
 def send_message_route(chat_id: str):  # type: ignore[no-untyped-def]
-    from citegate.chats.service import IDEMPOTENCY_HEADER, idempotency_key, start_turn
-    from citegate.models.chats import MessageBody
+    from citegate.agents.chats.service import IDEMPOTENCY_HEADER, idempotency_key, start_turn
+    from citegate.agents.schemas.chats import MessageBody
 
     call = authorized(app)
     body = parse_body(app, MessageBody)

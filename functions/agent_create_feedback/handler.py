@@ -4,17 +4,17 @@ Deduplicated by the content's dedupeKey (the open record counts the report), ide
 caller's idempotencyKey. Anonymous readers may report too: the public-read policy grants it.
 """
 
+from citegate.api.http import govern, http_handler, json_response, make_resolver, parse_body, request_id
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body, request_id
 
 app = make_resolver("answer")
 
 
 @app.post("/agent/tools/create_feedback")
 def create_feedback():  # type: ignore[no-untyped-def]
-    from citegate.feedback import feedback_service
-    from citegate.governance import current_call
-    from citegate.models.feedback import FeedbackBody
+    from citegate.answers.feedback import feedback_service
+    from citegate.answers.schemas.feedback import FeedbackBody
+    from citegate.governance.calls import current_call
 
     body = parse_body(app, FeedbackBody)
     call = govern(app, requested=body.scope)

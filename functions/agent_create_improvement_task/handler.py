@@ -4,17 +4,17 @@ Same deduplication and idempotency as create_feedback; callers need the improvem
 action, so anonymous readers cannot open tasks.
 """
 
+from citegate.api.http import govern, http_handler, json_response, make_resolver, parse_body, request_id
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body, request_id
 
 app = make_resolver("answer")
 
 
 @app.post("/agent/tools/create_improvement_task")
 def create_improvement_task():  # type: ignore[no-untyped-def]
-    from citegate.feedback import feedback_service
-    from citegate.governance import current_call
-    from citegate.models.feedback import ImprovementTaskBody
+    from citegate.answers.feedback import feedback_service
+    from citegate.answers.schemas.feedback import ImprovementTaskBody
+    from citegate.governance.calls import current_call
 
     body = parse_body(app, ImprovementTaskBody)
     call = govern(app, requested=body.scope)

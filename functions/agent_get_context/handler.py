@@ -1,15 +1,15 @@
 """POST /agent/tools/get_context: a ContextPack for a task within a token budget."""
 
+from citegate.api.http import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("answer")
 
 
 @app.post("/agent/tools/get_context")
 def get_context_tool():  # type: ignore[no-untyped-def]
-    from citegate import agent_tools
-    from citegate.models.answer import GetContextBody
+    from citegate.agents import tools as agent_tools
+    from citegate.answers.schemas.answer import GetContextBody
 
     body = parse_body(app, GetContextBody)
     call = govern(app, requested=body.scope)

@@ -1,16 +1,16 @@
 """POST /agent/tools/search: ranked passages with citations, in the caller's scope."""
 
+from citegate.api.http import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("answer")
 
 
 @app.post("/agent/tools/search")
 def search_tool():  # type: ignore[no-untyped-def]
-    from citegate import agent_tools
-    from citegate.governance import current_call
-    from citegate.models.answer import SearchBody
+    from citegate.agents import tools as agent_tools
+    from citegate.answers.schemas.answer import SearchBody
+    from citegate.governance.calls import current_call
 
     body = parse_body(app, SearchBody)
     call = govern(app, requested=body.scope)

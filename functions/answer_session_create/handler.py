@@ -1,18 +1,18 @@
 """POST /answer/sessions: open a multi-turn session (spec 000 section 7's AnswerSession; its token
 is returned once, here)."""
 
+from citegate.api.http import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("answer")
 
 
 @app.post("/answer/sessions")
 def create_session():  # type: ignore[no-untyped-def]
-    from citegate.answer_api import answer_question
-    from citegate.governance import current_call
-    from citegate.models.answer import AnswerSession, SessionCreateBody, SessionTurn
-    from citegate.sessions import turn_record, wire_scope
+    from citegate.answers.answer_api import answer_question
+    from citegate.answers.schemas.answer import AnswerSession, SessionCreateBody, SessionTurn
+    from citegate.answers.sessions import turn_record, wire_scope
+    from citegate.governance.calls import current_call
 
     s = services()
     body = parse_body(app, SessionCreateBody, allow_empty=True)

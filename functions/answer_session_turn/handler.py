@@ -1,18 +1,18 @@
 """POST /answer/sessions/{sessionId}/turns: a follow-up in the session's scope, or a narrower one
 (token, owner, scope and expiry checked on every turn)."""
 
+from citegate.api.http import govern, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import govern, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("answer")
 
 
 @app.post("/answer/sessions/<sessionId>/turns")
 def add_turn(sessionId: str):  # type: ignore[no-untyped-def]
-    from citegate.answer_api import answer_question
-    from citegate.governance import current_call
-    from citegate.models.answer import TurnBody
-    from citegate.sessions import SESSION_TOKEN_HEADER, follow_up_query, turn_record, turn_scope
+    from citegate.answers.answer_api import answer_question
+    from citegate.answers.schemas.answer import TurnBody
+    from citegate.answers.sessions import SESSION_TOKEN_HEADER, follow_up_query, turn_record, turn_scope
+    from citegate.governance.calls import current_call
 
     s = services()
     body = parse_body(app, TurnBody)

@@ -5,19 +5,21 @@ refused, so that the handler answers 401 in the decided JSON error shape (API Ga
 authorizer denial has a fixed body) and the refusal is audited like every other call.
 
 Accepted agent credentials and JWTs are remembered for at most 60 s in this environment
-(citegate.identity.credential_cache): API Gateway's authorizer cache cannot key anonymous requests.
+(citegate.governance.identity.credential_cache): API Gateway's authorizer cache cannot key anonymous requests.
 """
 
 from typing import Any
 
 from citegate.container import services
-from citegate.observability import logged
+from citegate.platform.observability import logged
 
 
 @logged
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from citegate.identity.authenticate import authenticate  # with settings and pydantic: not at import
-    from citegate.identity.credential_cache import CREDENTIALS
+    from citegate.governance.identity.authenticate import (
+        authenticate,  # with settings and pydantic: not at import
+    )
+    from citegate.governance.identity.credential_cache import CREDENTIALS
 
     s = services()
     method = ((event.get("requestContext") or {}).get("http") or {}).get("method")

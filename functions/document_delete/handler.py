@@ -1,7 +1,7 @@
 """DELETE /v1/kb/{kb_id}/documents/{document_id}: no chunk, parent, file or record is left behind."""
 
+from citegate.api.http import http_handler, json_response, make_resolver
 from citegate.container import services
-from citegate.http.api import http_handler, json_response, make_resolver
 
 app = make_resolver()
 

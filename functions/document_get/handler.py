@@ -1,8 +1,8 @@
 """GET /v1/kb/{kb_id}/documents/{document_id}: one document, if inside the caller's scope (else
 404 document_not_found, the same answer as for a document that does not exist)."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 

@@ -1,14 +1,14 @@
 """POST /v1/kb/{kb_id}/documents: accept a document for asynchronous ingestion (202 with a task)."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
 
 @app.post("/v1/kb/<kb_id>/documents")
 def ingest(kb_id: str):  # type: ignore[no-untyped-def]
-    from citegate.models.documents import IngestRequest
+    from citegate.knowledge.schemas.documents import IngestRequest
 
     s = services()
     call = authorized(app)

@@ -1,7 +1,7 @@
 """GET /v1/kb/{kb_id}/documents: the documents of the knowledge base inside the caller's scope."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 

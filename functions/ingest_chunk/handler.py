@@ -1,5 +1,5 @@
-"""Ingestion workflow step: chunk (see citegate/ingest/steps.py)."""
+"""Ingestion workflow step: chunk (see citegate/knowledge/ingest/steps.py)."""
 
-from citegate.ingest.handlers import step_handler
+from citegate.knowledge.ingest.handlers import step_handler
 
 lambda_handler = step_handler("chunk")

@@ -3,7 +3,7 @@
 from typing import Any
 
 from citegate.container import services
-from citegate.observability import logged, traced
+from citegate.platform.observability import logged, traced
 
 
 @logged
@@ -14,7 +14,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-    from citegate.ingest.consumer import start_batch
+    from citegate.knowledge.ingest.consumer import start_batch
 
     # The whole batch starts as one execution; then each message reports its own outcome.
     started = start_batch(services(), [record["body"] for record in event.get("Records", [])])

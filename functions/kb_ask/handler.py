@@ -1,16 +1,16 @@
 """POST /v1/kb/{kb_id}/ask: an answer bound to its evidence, or a plain no-answer with a reason."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
 
 @app.post("/v1/kb/<kb_id>/ask")
 def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
-    from citegate.answering.ask import ask
-    from citegate.governance import charge_tokens, current_call, estimate_tokens
-    from citegate.models.retrieval import AskRequest
+    from citegate.answers.ask import ask
+    from citegate.governance.calls import charge_tokens, current_call, estimate_tokens
+    from citegate.knowledge.schemas.retrieval import AskRequest
 
     s = services()
     call = authorized(app)

@@ -1,7 +1,7 @@
 """POST /v1/kb/{kb_id}/reindex: rebuild a knowledge base's index from its stored raw documents."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 

@@ -1,16 +1,16 @@
 """POST /v1/kb/{kb_id}/retrieve: hybrid retrieval in one knowledge base (ref_id, chunk_text, score)."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
 
 @app.post("/v1/kb/<kb_id>/retrieve")
 def retrieve_route(kb_id: str):  # type: ignore[no-untyped-def]
-    from citegate.governance import current_call
-    from citegate.models.retrieval import RetrieveRequest
-    from citegate.retrieval import retrieve
+    from citegate.governance.calls import current_call
+    from citegate.knowledge.retrieval import retrieve
+    from citegate.knowledge.schemas.retrieval import RetrieveRequest
 
     s = services()
     call = authorized(app)

@@ -1,15 +1,15 @@
 """POST /api/v1/knowledge/query: spec 002's governed knowledge entry (caller agent key -> granted files)."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver()
 
 
 @app.post("/api/v1/knowledge/query")
 def query():  # type: ignore[no-untyped-def]
-    from citegate.knowledge_entry import query_knowledge
-    from citegate.models.knowledge import KnowledgeQuery
+    from citegate.agents.knowledge_entry import query_knowledge
+    from citegate.agents.schemas.knowledge import KnowledgeQuery
 
     # Admitted by the caller agent key in the body (spec 002) or by the request's credentials.
     call = authorized(app)

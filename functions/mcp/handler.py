@@ -1,12 +1,12 @@
 """POST /mcp: the MCP server over streamable HTTP (stateless, JSON responses) behind both front doors.
 
 Each tool call invokes the tool route's own function with this request's authorizer context, so the
-principal, its policy and the audit record are those of the HTTP route (citegate.mcp_server).
+principal, its policy and the audit record are those of the HTTP route (citegate.clients.mcp_server).
 """
 
 from typing import Any
 
-from citegate.observability import logged, traced
+from citegate.platform.observability import logged, traced
 
 _invoke: Any = None  # built on the first request (its Lambda client is reused after)
 
@@ -15,7 +15,7 @@ _invoke: Any = None  # built on the first request (its Lambda client is reused a
 @traced
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # The MCP SDK, its ASGI stack and the tools' models load on the first request, not at import.
-    from citegate.mcp_server import default_invoker, handle_mcp_event
+    from citegate.clients.mcp_server import default_invoker, handle_mcp_event
 
     global _invoke
     if _invoke is None:

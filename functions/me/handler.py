@@ -1,6 +1,6 @@
 """GET /v1/me: the caller's principal and what its policy grants (tools, knowledge bases, writes)."""
 
-from citegate.http.api import authorized, http_handler, json_response, make_resolver
+from citegate.api.http import authorized, http_handler, json_response, make_resolver
 
 app = make_resolver()
 

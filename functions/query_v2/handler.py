@@ -1,8 +1,8 @@
 """POST /api/v2/query: spec 003's dual agent (retrieval rounds, then a cited summary) as SSE."""
 
+from citegate.api.http import govern, make_resolver, parse_body
+from citegate.api.streaming import sse_handler, stream_response
 from citegate.container import services
-from citegate.http.api import govern, make_resolver, parse_body
-from citegate.http.streaming import sse_handler, stream_response
 
 app = make_resolver("chat")
 
@@ -10,8 +10,8 @@ app = make_resolver("chat")
 @app.post("/api/v2/query")
 def query_route():  # type: ignore[no-untyped-def]
     from citegate.agents.query_v2 import QueryV2, failure_events, run_query
-    from citegate.models.agents import QueryV2Body
-    from citegate.policy.model import RequestedScope
+    from citegate.agents.schemas.agents import QueryV2Body
+    from citegate.governance.policy.model import RequestedScope
 
     body = parse_body(app, QueryV2Body)
     requested = RequestedScope(includeWorkingDocs=True) if body.include_working_docs else None

@@ -1,8 +1,8 @@
 """GET /v1/tasks/{task_id}: follow an ingestion or reindex until it succeeds or fails."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver
 from citegate.container import services
-from citegate.errors import TaskNotFound
-from citegate.http.api import authorized, http_handler, json_response, make_resolver
+from citegate.platform.errors import TaskNotFound
 
 app = make_resolver()
 

@@ -1,15 +1,15 @@
 """POST /api/v1/web/read: read pages as Markdown, several concurrently (spec 001 3.2.2)."""
 
+from citegate.api.http import authorized, http_handler, json_response, make_resolver, parse_body
 from citegate.container import services
-from citegate.http.api import authorized, http_handler, json_response, make_resolver, parse_body
 
 app = make_resolver("chat")  # spec 001's error codes
 
 
 @app.post("/api/v1/web/read")
 def web_read_route():  # type: ignore[no-untyped-def]
-    from citegate.governance import current_call
-    from citegate.models.web import WebReadRequest
+    from citegate.governance.calls import current_call
+    from citegate.web.schemas import WebReadRequest
     from citegate.web.service import require_web
 
     call = authorized(app)

@@ -34,7 +34,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import custom_resources as cr
 
-from citegate import resources, routes
+from citegate.api import routes
+from citegate.platform import resources
 from constructs import Construct, IConstruct
 from infra.constructs import acknowledge, acknowledge_provider
 from infra.constructs.endpoint_function import (
@@ -159,7 +160,7 @@ class Api(Construct):
             api_name=f"{prefix}-api",
             description="citegate: pages, services and token callers (Lambda authorizer)",
             create_default_stage=False,
-            # One definition (citegate.resources.CORS) for this API and the local gateway's answer.
+            # One definition (citegate.platform.resources.CORS) for this API and the local gateway's answer.
             cors_preflight=apigwv2.CorsPreflightOptions(
                 allow_origins=list(page_origins),
                 allow_methods=[apigwv2.CorsHttpMethod[m] for m in resources.CORS.allow_methods],

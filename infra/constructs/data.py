@@ -1,6 +1,6 @@
 """State: the DynamoDB tables, the documents bucket and the ingestion queues.
 
-Every name, key, index, TTL attribute and queue setting comes from `citegate.resources`, the module
+Every name, key, index, TTL attribute and queue setting comes from `citegate.platform.resources`, the module
 the local stack provisions from too, so the two cannot drift.
 """
 
@@ -13,11 +13,11 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 
-from citegate import resources
+from citegate.platform import resources
 from constructs import Construct
 from infra.constructs import acknowledge
 
-# Prefixes the ingestion code writes (citegate.ingest.service): work files live only while their
+# Prefixes the ingestion code writes (citegate.knowledge.ingest.service): work files live only while their
 # task runs, and presigned uploads are ingested (then deleted) within minutes.
 WORK_PREFIX = "work/"
 UPLOADS_PREFIX = "uploads/"

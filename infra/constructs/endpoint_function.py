@@ -43,7 +43,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 
-from citegate import resources, routes
+from citegate.api import routes
+from citegate.platform import resources
 from constructs import Construct
 from infra.constructs import acknowledge_wildcards
 
@@ -122,7 +123,7 @@ def _tables(**access: str) -> dict[str, frozenset[TableAccess]]:
     return {name: frozenset(cast(list[TableAccess], value.split("+"))) for name, value in access.items()}
 
 
-# Every audited route (citegate.http.api.http_handler + citegate.governance.authorize): resolve the
+# Every audited route (citegate.api.http.http_handler + citegate.governance.calls.authorize): resolve the
 # principal and its policy (policies: read; the IAM door scans policies for the caller's ARN), check
 # the dataset (kbs: read), count the call against rate limits (counters: UpdateItem) and write the
 # audit record (audit: PutItem, never read or delete).
@@ -141,7 +142,7 @@ def governed(description: str, **kw: object) -> FunctionSpec:
     )
 
 
-# The functions behind the MCP tools and /v1/me (citegate.mcp_server.TOOL_FUNCTIONS; a test checks
+# The functions behind the MCP tools and /v1/me (citegate.clients.mcp_server.TOOL_FUNCTIONS; a test checks
 # that the two agree): the only functions the /mcp function may invoke.
 MCP_TOOL_FUNCTIONS: tuple[str, ...] = (
     "agent_ask",
@@ -661,7 +662,7 @@ class EndpointFunction(Construct):
                 )
                 for target in self.spec.invokes
             ]
-            # The callee's live alias only: what citegate.resources.invoke_target names.
+            # The callee's live alias only: what citegate.platform.resources.invoke_target names.
             self.role.add_to_principal_policy(
                 iam.PolicyStatement(
                     actions=["lambda:InvokeFunction"],
@@ -670,7 +671,7 @@ class EndpointFunction(Construct):
             )
 
 
-# The streaming entries run under the AWS Lambda Web Adapter (citegate.http.stream_app): its public
+# The streaming entries run under the AWS Lambda Web Adapter (citegate.api.stream_app): its public
 # layer, as an exec wrapper that starts the folder's run.sh and streams the app's response.
 # Published by AWS in every commercial region from this account (China: other accounts).
 LWA_ACCOUNT = "753240598075"
@@ -680,7 +681,7 @@ LWA_PORT = 8000  # any port but 9001 (the Runtime API) and 3000 (Lambda Insights
 
 
 def lwa_environment() -> dict[str, str]:
-    from citegate.http.stream_app import READY_PATH
+    from citegate.api.stream_app import READY_PATH
 
     return {
         "AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap",

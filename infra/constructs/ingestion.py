@@ -1,9 +1,9 @@
 """Ingestion: the six step functions, the state machine (from the shared ASL file) and the consumer.
 
-The state machine is `citegate/ingest/ingestion.asl.json`, the very file the local stack runs in
+The state machine is `citegate/knowledge/ingest/ingestion.asl.json`, the very file the local stack runs in
 moto: its `${...FunctionArn}` placeholders are filled by Step Functions' definition substitutions
 with the ARNs of the functions `resources.INGESTION_STEP_FUNCTIONS` names. The consumer packs an
-SQS batch's documents into executions (named after their tasks; citegate.ingest.consumer.pack)
+SQS batch's documents into executions (named after their tasks; citegate.knowledge.ingest.consumer.pack)
 and reports partial batch failures.
 
 Ingestion must not starve the API of the account's Lambda concurrency (1,000 by default, shared by
@@ -39,8 +39,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 
-from citegate import resources, routes
-from citegate.ingest import consumer
+from citegate.api import routes
+from citegate.knowledge.ingest import consumer
+from citegate.platform import resources
 from constructs import Construct
 from infra.constructs import acknowledge_wildcards
 from infra.constructs.endpoint_function import EndpointFunction

@@ -15,7 +15,7 @@ from pathlib import Path
 from aws_cdk import AssetHashType, RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 
-from citegate import resources
+from citegate.platform import resources
 from constructs import Construct
 from infra import bundling
 from infra.constructs.endpoint_function import RUNTIME

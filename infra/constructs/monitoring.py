@@ -34,7 +34,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 
-from citegate import resources
+from citegate.platform import resources
 from constructs import Construct, IValidation
 from infra.constructs.endpoint_function import EndpointFunction
 from infra.constructs.search import Search

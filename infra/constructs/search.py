@@ -27,7 +27,7 @@ first deploy rolled back. A property needs no reply at all, grows with nothing, 
 before any function can call the domain. tests/infrastructure/test_deploy.py keeps every
 custom resource's reply under the limit; test_stack.py checks this policy.
 
-At deploy time a custom resource calls `citegate.search.opensearch.setup_opensearch` (index
+At deploy time a custom resource calls `citegate.knowledge.search.opensearch.setup_opensearch` (index
 template, index, one search pipeline per fusion config), so the functions never need setup rights.
 """
 
@@ -46,7 +46,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from aws_cdk import custom_resources as cr
 
-from citegate import resources
+from citegate.platform import resources
 from constructs import Construct
 from infra.constructs import acknowledge, acknowledge_provider, acknowledge_wildcards
 from infra.constructs.endpoint_function import (
@@ -77,7 +77,7 @@ class SearchSettings:
     index_prefix: str = resources.APP
     chinese_analyzer: str = "smartcn"
     dimension: int = 512
-    # Fusion configs whose search pipelines the setup creates (citegate.search.base.FusionConfig).
+    # Fusion configs whose search pipelines the setup creates (citegate.knowledge.search.base.FusionConfig).
     fusions: tuple[tuple[str, float, int], ...] = (("min_max", 0.7, 60), ("rrf", 0.7, 60))
 
 
@@ -90,7 +90,7 @@ def domain_name(stage: str) -> str:
 
 
 def index_name(prefix: str) -> str:
-    # Mirrors citegate.search.opensearch.index_name without importing opensearch-py at synth time.
+    # Mirrors citegate.knowledge.search.opensearch.index_name without importing opensearch-py at synth time.
     return f"{prefix}-chunks"
 
 

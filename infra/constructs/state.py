@@ -1,7 +1,7 @@
 """The stateful resources as any stack's functions see them: imported by their fixed names.
 
 Tables, the documents bucket and the ingestion queue live in the top-level stack (Data). Functions
-in nested stacks refer to them by name (`citegate.resources` fixes every name) instead of by
+in nested stacks refer to them by name (`citegate.platform.resources` fixes every name) instead of by
 CloudFormation reference, so:
 - no cross-stack parameter per table, bucket and queue in each nested stack;
 - an IAM statement reads the same in every stack (`arn:<partition>:dynamodb:<region>:<account>:
@@ -16,7 +16,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 
-from citegate import resources
+from citegate.platform import resources
 from constructs import Construct
 
 STATE_ID = "State"

@@ -1,9 +1,9 @@
 """The streaming entries: a second function per streaming route with function URLs that stream.
 
 API Gateway's HTTP API cannot stream and gives up after 30 s, so each function whose routes are
-`streaming` in citegate.routes (`/api/v2/query`, `/api/v1/agent/chats/{chat_id}/messages`) gets a
+`streaming` in citegate.api.routes (`/api/v2/query`, `/api/v1/agent/chats/{chat_id}/messages`) gets a
 twin here, from the same folder, grants and layers, that Lambda runs under the Lambda Web Adapter
-(its folder's run.sh: citegate.http.stream_app under uvicorn) with 15 minutes to answer:
+(its folder's run.sh: citegate.api.stream_app under uvicorn) with 15 minutes to answer:
 
 - the public URL (auth type NONE, `InvokeMode: RESPONSE_STREAM`) for pages, services and token or
   JWT callers, anonymous public-read callers included: the app invokes the authorizer function
@@ -36,7 +36,8 @@ from collections.abc import Callable
 from aws_cdk import CfnOutput, Duration, NestedStack, Stack
 from aws_cdk import aws_lambda as lambda_
 
-from citegate import resources, routes
+from citegate.api import routes
+from citegate.platform import resources
 from constructs import Construct
 from infra.constructs.api import camel
 from infra.constructs.endpoint_function import (

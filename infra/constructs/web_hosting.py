@@ -5,7 +5,7 @@ the API, the documents bucket (presigned uploads) and the OIDC issuer (the PKCE 
 
 widget.js is loaded by documentation sites on other origins with a plain <script> tag (no CORS
 needed); what it sends goes to the API, whose CORS allows the configured `page_origins`
-(citegate.resources.CORS). The local gateway serves the same files (citegate.local.static).
+(citegate.platform.resources.CORS). The local gateway serves the same files (citegate.runtime.static).
 """
 
 from __future__ import annotations

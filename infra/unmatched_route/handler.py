@@ -1,5 +1,5 @@
 """The `$default` route of both HTTP APIs: a request that no route matches gets the project's JSON
-error shape, as from the local gateway (citegate.local.gateway), not API Gateway's own
+error shape, as from the local gateway (citegate.runtime.gateway), not API Gateway's own
 `{"message":"Not Found"}`: 405 `method_not_allowed` when the path is served with other methods,
 404 `route_not_found` otherwise, in the codes of the path's family (routes.family_of_path).
 
@@ -12,12 +12,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from citegate import routes
-from citegate.errors import CitegateError, RouteNotFound, error_body, error_code, error_details, error_status
+from citegate.api import routes
+from citegate.platform.errors import (
+    CitegateError,
+    RouteNotFound,
+    error_body,
+    error_code,
+    error_details,
+    error_status,
+)
 
 
 def refusal(method: str, path: str) -> CitegateError:
-    """What the local gateway answers for an unmatched request (citegate.local.gateway._dispatch)."""
+    """What the local gateway answers for an unmatched request (citegate.runtime.gateway._dispatch)."""
     if routes.path_exists(path):
         # The gateway's MethodNotAllowed lives with Starlette, which Lambda does not have: the same
         # kind and status on a plain CitegateError give the same code and body.

@@ -12,27 +12,27 @@ import threading
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from citegate import resources
+from citegate.platform import resources
 
 if TYPE_CHECKING:
+    from citegate.agents.chats.store import ChatStore
     from citegate.agents.models import ModelRegistry
-    from citegate.answering.base import Answerer
-    from citegate.audit import AuditLog
-    from citegate.aws import AwsClients
-    from citegate.chats.store import ChatStore
-    from citegate.embedding.base import Embedder
-    from citegate.feedback import FeedbackService
-    from citegate.ingest.service import IngestionService
-    from citegate.policy.store import PolicyStore
-    from citegate.ratelimit import Counters
-    from citegate.search.base import SearchIndex
-    from citegate.sessions import SessionStore
-    from citegate.settings import Settings
-    from citegate.store.blobs import BlobStore
-    from citegate.store.documents import DocumentStore
-    from citegate.store.kbs import KbStore
-    from citegate.store.parents import ParentStore
-    from citegate.store.tasks import TaskStore
+    from citegate.answers.base import Answerer
+    from citegate.answers.feedback import FeedbackService
+    from citegate.answers.sessions import SessionStore
+    from citegate.governance.audit import AuditLog
+    from citegate.governance.policy.store import PolicyStore
+    from citegate.governance.ratelimit import Counters
+    from citegate.knowledge.embedding.base import Embedder
+    from citegate.knowledge.ingest.service import IngestionService
+    from citegate.knowledge.search.base import SearchIndex
+    from citegate.knowledge.store.blobs import BlobStore
+    from citegate.knowledge.store.documents import DocumentStore
+    from citegate.knowledge.store.kbs import KbStore
+    from citegate.knowledge.store.parents import ParentStore
+    from citegate.knowledge.store.tasks import TaskStore
+    from citegate.platform.aws import AwsClients
+    from citegate.platform.settings import Settings
     from citegate.web.service import WebService
 
 
@@ -47,7 +47,7 @@ class Services:
         answerer: Answerer | None = None,
     ) -> None:
         if settings is None:
-            from citegate.settings import get_settings
+            from citegate.platform.settings import get_settings
 
             settings = get_settings()
         self.settings = settings
@@ -74,61 +74,61 @@ class Services:
 
     @cached_property
     def aws(self) -> AwsClients:
-        from citegate.aws import AwsClients
+        from citegate.platform.aws import AwsClients
 
         return AwsClients(self.settings)
 
     @cached_property
     def kbs(self) -> KbStore:
-        from citegate.store.kbs import KbStore
+        from citegate.knowledge.store.kbs import KbStore
 
         return KbStore(self.table(resources.KBS))
 
     @cached_property
     def documents(self) -> DocumentStore:
-        from citegate.store.documents import DocumentStore
+        from citegate.knowledge.store.documents import DocumentStore
 
         return DocumentStore(self.table(resources.DOCUMENTS))
 
     @cached_property
     def tasks(self) -> TaskStore:
-        from citegate.store.tasks import TaskStore
+        from citegate.knowledge.store.tasks import TaskStore
 
         return TaskStore(self.table(resources.TASKS))
 
     @cached_property
     def parents(self) -> ParentStore:
-        from citegate.store.parents import ParentStore
+        from citegate.knowledge.store.parents import ParentStore
 
         return ParentStore(self.table(resources.PARENTS))
 
     @cached_property
     def policies(self) -> PolicyStore:
-        from citegate.policy.store import PolicyStore
+        from citegate.governance.policy.store import PolicyStore
 
         return PolicyStore(self.table(resources.POLICIES), self.table(resources.CREDENTIALS))
 
     @cached_property
     def audit(self) -> AuditLog:
-        from citegate.audit import AuditLog
+        from citegate.governance.audit import AuditLog
 
         return AuditLog(self.table(resources.AUDIT))
 
     @cached_property
     def counters(self) -> Counters:
-        from citegate.ratelimit import Counters
+        from citegate.governance.ratelimit import Counters
 
         return Counters(self.table(resources.COUNTERS))
 
     @cached_property
     def sessions(self) -> SessionStore:
-        from citegate.sessions import SessionStore
+        from citegate.answers.sessions import SessionStore
 
         return SessionStore(self.table(resources.SESSIONS))
 
     @cached_property
     def feedback(self) -> FeedbackService:
-        from citegate.feedback import build_feedback_service
+        from citegate.answers.feedback import build_feedback_service
 
         return build_feedback_service(self)
 
@@ -152,7 +152,7 @@ class Services:
 
     @cached_property
     def blobs(self) -> BlobStore:
-        from citegate.store.blobs import BlobStore
+        from citegate.knowledge.store.blobs import BlobStore
 
         return BlobStore(self.aws.s3, self.bucket)
 
@@ -173,10 +173,10 @@ class Services:
 
     @cached_property
     def embedder(self) -> Embedder:
-        from citegate.embedding import build_embedder
-        from citegate.embedding.cache import CachedEmbedder
-        from citegate.secrets import secret_value
-        from citegate.store.embeddings import DynamoEmbeddingCache
+        from citegate.knowledge.embedding import build_embedder
+        from citegate.knowledge.embedding.cache import CachedEmbedder
+        from citegate.knowledge.store.embeddings import DynamoEmbeddingCache
+        from citegate.platform.secrets import secret_value
 
         s = self.settings
         inner = build_embedder(
@@ -193,7 +193,7 @@ class Services:
     def index(self) -> SearchIndex:
         s = self.settings
         if s.search_engine == "opensearch":
-            from citegate.search.opensearch import OpenSearchIndex
+            from citegate.knowledge.search.opensearch import OpenSearchIndex
 
             if not s.opensearch_url:
                 raise ValueError("CITEGATE_SEARCH_ENGINE=opensearch needs OPENSEARCH_URL")
@@ -214,7 +214,7 @@ class Services:
                 dimension=self.embedder.dimension,
                 auto_setup=s.opensearch_auto_setup,
             )
-        from citegate.search.embedded import EmbeddedSearchIndex
+        from citegate.knowledge.search.embedded import EmbeddedSearchIndex
 
         # One index per embedding model: vectors of different models never share a matrix.
         return EmbeddedSearchIndex(s.index_dir / self.embedder.model_id, dimension=self.embedder.dimension)
@@ -223,8 +223,8 @@ class Services:
     def answerer(self) -> Answerer:
         s = self.settings
         if s.llm_base_url and s.llm_model:
-            from citegate.answering.openai_chat import OpenAIChatAnswerer
-            from citegate.secrets import secret_value
+            from citegate.answers.openai_chat import OpenAIChatAnswerer
+            from citegate.platform.secrets import secret_value
 
             return OpenAIChatAnswerer(
                 base_url=s.llm_base_url,
@@ -233,7 +233,7 @@ class Services:
                 timeout=s.llm_timeout_seconds,
                 verify_citations=s.llm_verify_citations,
             )
-        from citegate.answering.extractive import ExtractiveAnswerer
+        from citegate.answers.extractive import ExtractiveAnswerer
 
         return ExtractiveAnswerer()
 
@@ -245,13 +245,13 @@ class Services:
 
     @cached_property
     def chats(self) -> ChatStore:
-        from citegate.chats.store import ChatStore
+        from citegate.agents.chats.store import ChatStore
 
         return ChatStore(self.table(resources.CHATS))
 
     @cached_property
     def ingestion(self) -> IngestionService:
-        from citegate.ingest.service import IngestionService
+        from citegate.knowledge.ingest.service import IngestionService
 
         return IngestionService(self)
 
@@ -288,8 +288,8 @@ def reset_services() -> None:
 
 
 # Every handler imports this module at load: in a SnapStart function, the first request's lazy work
-# (clients, models) is done before the snapshot (citegate.snapstart; a no-op anywhere else).
+# (clients, models) is done before the snapshot (citegate.api.snapstart; a no-op anywhere else).
 if os.environ.get("CITEGATE_RUNTIME") == "aws":
-    from citegate import snapstart
+    from citegate.api import snapstart
 
     snapstart.register()

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from citegate.search.base import FusionConfig, SearchIndex
-from citegate.search.embedded import EmbeddedSearchIndex
+from citegate.knowledge.search.base import FusionConfig, SearchIndex
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex
 
 DIM = 16
 ENGINES = ("embedded", "opensearch")
@@ -31,7 +31,7 @@ _counter = itertools.count()
 
 
 def _opensearch(prefix: str) -> Any:
-    from citegate.search.opensearch import OpenSearchIndex
+    from citegate.knowledge.search.opensearch import OpenSearchIndex
 
     url = os.environ["OPENSEARCH_URL"]
     verify = os.environ.get("OPENSEARCH_VERIFY_CERTS", "1").lower() not in ("0", "false", "no")

@@ -13,8 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from citegate.search import fusion
-from citegate.search.base import ChunkRecord, FusionConfig, SearchFilter, SearchIndex, SearchMode, Vector
+from citegate.knowledge.search import fusion
+from citegate.knowledge.search.base import (
+    ChunkRecord,
+    FusionConfig,
+    SearchFilter,
+    SearchIndex,
+    SearchMode,
+    Vector,
+)
 
 DIM = 16  # the dimension conftest.py opens every engine with
 MODES: tuple[SearchMode, ...] = ("hybrid", "lexical", "dense")

@@ -51,7 +51,7 @@ class Server:
 
     def start(self, timeout: float = 90) -> Server:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "citegate.cli", "serve"],
+            [sys.executable, "-m", "citegate.clients.cli", "serve"],
             cwd=ROOT,
             env=self.env,
             stdout=subprocess.PIPE,

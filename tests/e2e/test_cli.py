@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from citegate.cli import _files
+from citegate.clients.cli import _files
 from tests.e2e.conftest import ROOT, TOKEN
 
 SAMPLES = ROOT / "samples"
@@ -25,7 +25,7 @@ def server(server_factory: Any) -> Any:
 def run(server: Any, *args: str, token: str = TOKEN) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CITEGATE_URL": server.url, "RAG_API_TOKEN": token}
     return subprocess.run(
-        [sys.executable, "-m", "citegate.cli", *args],
+        [sys.executable, "-m", "citegate.clients.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -19,7 +19,7 @@ def test_the_demo_answers_with_citations_declines_and_streams_the_agents(tmp_pat
     }
     env.pop("CITEGATE_EMBEDDER", None)  # the real default embedder
     done = subprocess.run(
-        [sys.executable, "-m", "citegate.cli", "demo"],
+        [sys.executable, "-m", "citegate.clients.cli", "demo"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
-from citegate import routes
-from citegate.policy.model import PolicyUpdate
+from citegate.api import routes
+from citegate.governance.policy.model import PolicyUpdate
 from tests.e2e.conftest import ROOT, TOKEN, Server
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -323,8 +323,8 @@ def test_what_the_router_refuses_is_json_too(stack: Stack, method: str, path: st
 
 
 def test_the_document_is_current() -> None:
-    from citegate import openapi
+    from citegate.api import openapi
 
     assert Path(DOCUMENT).read_text() == openapi.render(openapi.build_openapi()), (
-        "docs/openapi.json is stale: run `python -m citegate.openapi`"
+        "docs/openapi.json is stale: run `python -m citegate.api.openapi`"
     )

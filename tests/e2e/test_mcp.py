@@ -29,7 +29,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from citegate.mcp_server import ALL_TOOLS, AdapterConfig, create_streamable_http_app
+from citegate.clients.mcp_server import ALL_TOOLS, AdapterConfig, create_streamable_http_app
 from tests.e2e.conftest import ROOT, TOKEN
 from tests.unit.web.pages import serve as serve_pages
 
@@ -115,7 +115,7 @@ async def stdio_session(
     env.update(environment if environment is not None else {"CITEGATE_TOKEN": token or ""})
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "citegate.cli", "mcp", "--stdio"],
+        args=["-m", "citegate.clients.cli", "mcp", "--stdio"],
         env={**env, "CITEGATE_URL": url},
         cwd=str(ROOT),
     )
@@ -292,7 +292,7 @@ def test_stdio_picks_the_credential_every_other_command_picks(server: Any) -> No
     both = {"RAG_API_TOKEN": server.tokens["reader"], "CITEGATE_TOKEN": server.tokens["surfer"]}
     env = {k: v for k, v in os.environ.items() if k not in both}
     listed = subprocess.run(
-        [sys.executable, "-m", "citegate.cli", "kb", "list", "--json"],
+        [sys.executable, "-m", "citegate.clients.cli", "kb", "list", "--json"],
         cwd=ROOT,
         env={**env, **both, "CITEGATE_URL": server.url},
         capture_output=True,
@@ -344,7 +344,7 @@ def test_backend_down_is_a_tool_error(server: Any) -> None:
 
 
 def test_listing_follows_the_granted_tools_when_the_server_says_them() -> None:
-    from citegate.mcp_server import visible
+    from citegate.clients.mcp_server import visible
 
     granted = frozenset({"search", "rag_ingest"})
     shown = {name for name, spec in ALL_TOOLS.items() if visible(spec, granted)}

@@ -148,7 +148,11 @@ def test_kill_9_during_ingestion_then_every_task_resumes_at_once(server_factory:
 def _serve(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """`citegate serve` run to its end (a server that refuses to start)."""
     return subprocess.run(
-        [sys.executable, "-m", "citegate.cli", "serve"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "citegate.clients.cli", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

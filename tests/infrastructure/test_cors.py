@@ -1,4 +1,4 @@
-"""Issue 19: CORS is defined once (citegate.resources.CORS, origins per deployment). The synthesized
+"""Issue 19: CORS is defined once (citegate.platform.resources.CORS, origins per deployment). The synthesized
 public API's CorsConfiguration and the local gateway's answer to a preflight say the same thing;
 the agent (IAM) API has none (SigV4 callers are not pages).
 """
@@ -12,9 +12,9 @@ import pytest
 from starlette.testclient import TestClient
 from tests.infrastructure.synth import Synth, synthesize
 
-from citegate import resources
-from citegate.local.gateway import create_app
-from citegate.settings import reset_settings
+from citegate.platform import resources
+from citegate.platform.settings import reset_settings
+from citegate.runtime.gateway import create_app
 
 ORIGINS = ("https://docs.example.com", "https://console.example.com")
 

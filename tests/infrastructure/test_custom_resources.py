@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from opensearchpy.exceptions import AuthorizationException, RequestError
 
-import citegate.search.opensearch as opensearch
+import citegate.knowledge.search.opensearch as opensearch
 
 HANDLER = (
     Path(__file__).resolve().parents[2] / "infra" / "custom_resources" / "opensearch_setup" / "handler.py"

@@ -34,9 +34,10 @@ from infra.constructs.search import replicas_for
 from infra.constructs.streaming import STREAM_RESERVED_CONCURRENCY, stream_name, streaming_functions
 from tests.infrastructure.synth import Resources, Synth, alias_of, function_of, refs, synthesize, text
 
-import citegate.search.opensearch as opensearch
-from citegate import resources, routes
-from citegate.search.base import FusionConfig
+import citegate.knowledge.search.opensearch as opensearch
+from citegate.api import routes
+from citegate.knowledge.search.base import FusionConfig
+from citegate.platform import resources
 
 REPO = Path(__file__).resolve().parents[2]
 CDK_CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
@@ -618,7 +619,8 @@ def test_every_function_runs_python312_behind_a_published_version_and_prod_snaps
     from infra.constructs.endpoint_function import RUNTIME
     from infra.constructs.streaming import stream_name, streaming_functions
 
-    from citegate import resources, routes
+    from citegate.api import routes
+    from citegate.platform import resources
 
     res = synth.resources
     stage = synth.stack.config.stage

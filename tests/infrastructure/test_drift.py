@@ -1,7 +1,7 @@
 """The local stack's resources equal the template's: nothing can drift.
 
-`citegate.local.provision` creates the tables, queues and state machine on the embedded endpoint;
-the CDK app creates them in AWS. Both read `citegate.resources`, and this module proves the results
+`citegate.runtime.provision` creates the tables, queues and state machine on the embedded endpoint;
+the CDK app creates them in AWS. Both read `citegate.platform.resources`, and this module proves the results
 agree: it synthesizes the app (dependency layers as placeholders; the nested stacks flattened into
 one template, tests/infrastructure/synth.py) and runs the provisioning functions against fake
 clients that record what they would send to DynamoDB, SQS and Step Functions, then compares the
@@ -30,8 +30,9 @@ from infra.stack import (
 )
 from tests.infrastructure.synth import refs, synthesize
 
-from citegate import resources, routes
-from citegate.local import provision
+from citegate.api import routes
+from citegate.platform import resources
+from citegate.runtime import provision
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE = "drift"
@@ -312,7 +313,7 @@ def test_configured_secrets_reach_only_their_users(res: Resources) -> None:
     for name in llm:
         assert functions[name][1][LLM_API_KEY_SECRET_ENV] == SECRET_ARN
         assert SECRET_ARN in readers[functions[name][0]]
-        # The model's check of each citation (citegate.answering.verify), where it was asked for.
+        # The model's check of each citation (citegate.answers.verify), where it was asked for.
         assert functions[name][1]["CITEGATE_LLM_VERIFY_CITATIONS"] == "true"
     verifying = [n for n, (_, env) in functions.items() if "CITEGATE_LLM_VERIFY_CITATIONS" in env]
     assert sorted(verifying) == sorted(llm)

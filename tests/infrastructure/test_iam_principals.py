@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from citegate.policy.store import PolicyStore, iam_identity
+from citegate.governance.policy.store import PolicyStore, iam_identity
 
 SSO_ROLE = (
     "arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/eu-west-1/AWSReservedSSO_Docs_0123abcd"

@@ -2,8 +2,8 @@
 read as one template: the top-level stack with its nested stacks flattened in (tests/infrastructure/
 synth.py), so references are followed across the split.
 
-Every expectation comes from the same definitions the app reads: citegate.routes (routes and
-their functions), citegate.resources (tables, queues, ASL, names) and infra's FUNCTION_SPECS.
+Every expectation comes from the same definitions the app reads: citegate.api.routes (routes and
+their functions), citegate.platform.resources (tables, queues, ASL, names) and infra's FUNCTION_SPECS.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from tests.infrastructure.synth import (
     text,
 )
 
-from citegate import resources, routes
+from citegate.api import routes
+from citegate.platform import resources
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE = "test"
@@ -700,7 +701,7 @@ def test_dependency_layers_split_the_lock_without_gaps() -> None:
 def test_layer_paths_match_lambda_layout(stack: CitegateStack) -> None:
     shared = bundling.build_shared_layer(stack.config.layer_build_dir)
     assert (shared / "python" / "citegate" / "resources.py").is_file()
-    assert not (shared / "python" / "citegate" / "local").exists()
+    assert not (shared / "python" / "citegate" / "runtime").exists()
     assert re.fullmatch(r"shared-[0-9a-f]{16}-pyc", shared.name)
 
 
@@ -756,7 +757,7 @@ def test_adding_an_endpoint_adds_nothing_to_the_top_level_stack(synth: Synth) ->
 
 
 def test_the_mcp_function_may_only_invoke_the_tool_functions(res: Resources) -> None:
-    from citegate.mcp_server import TOOL_FUNCTIONS
+    from citegate.clients.mcp_server import TOOL_FUNCTIONS
 
     assert set(MCP_TOOL_FUNCTIONS) == TOOL_FUNCTIONS
     statements = statements_of(res, role_of(res, "mcp"))
@@ -765,7 +766,7 @@ def test_the_mcp_function_may_only_invoke_the_tool_functions(res: Resources) -> 
     assert statement["Action"] == "lambda:InvokeFunction"
     targets = {text(r) for r in statement["Resource"]}
     prefix = "arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:"
-    # Their live aliases (citegate.resources.invoke_target), not $LATEST.
+    # Their live aliases (citegate.platform.resources.invoke_target), not $LATEST.
     assert targets == {prefix + resources.function_name(STAGE, f) + ":live" for f in TOOL_FUNCTIONS}
     # No data access of its own: each tool's function authorizes and audits the call.
     assert {a.split(":")[0] for a in actions_of(res, "mcp")} == {"logs", "xray", "lambda"}

@@ -12,7 +12,8 @@ from infra.constructs.endpoint_function import LWA_ACCOUNT, STREAM_HANDLER
 from infra.constructs.streaming import AGENTS_ALIAS, STREAM_TIMEOUT_S, stream_name, streaming_functions
 from tests.infrastructure.synth import Synth, synthesize
 
-from citegate import resources, routes
+from citegate.api import routes
+from citegate.platform import resources
 
 STAGE = "test"
 Resources = dict[str, dict[str, Any]]
@@ -136,7 +137,7 @@ def test_the_twin_may_do_what_the_route_does_and_invoke_the_authorizer(synth: Sy
 
     twin, original = statements(stream_name("query_v2")), statements("query_v2")
     (invoke,) = [s for s in twin if s["Action"] == "lambda:InvokeFunction"]
-    # The authorizer's live alias (citegate.resources.invoke_target), as the twin invokes it.
+    # The authorizer's live alias (citegate.platform.resources.invoke_target), as the twin invokes it.
     assert resources.invoke_target(STAGE, routes.AUTHORIZER_FUNCTION) in str(invoke["Resource"])
     assert len(invoke["Resource"]) == 1 if isinstance(invoke["Resource"], list) else True
     assert actions(twin) - actions(original) == {"lambda:InvokeFunction"}

@@ -21,7 +21,7 @@ from infra.constructs.streaming import (
 )
 from tests.infrastructure.synth import Resources, Synth, fill, join_with_slots, synthesize, text
 
-from citegate import resources
+from citegate.platform import resources
 
 PROD_SETTINGS = {
     "citegate:page_origins": "https://docs.example.com",

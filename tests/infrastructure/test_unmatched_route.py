@@ -14,8 +14,8 @@ from types import ModuleType
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.local.gateway import create_app
-from citegate.settings import reset_settings
+from citegate.platform.settings import reset_settings
+from citegate.runtime.gateway import create_app
 
 HANDLER = Path(__file__).resolve().parents[2] / "infra" / "unmatched_route" / "handler.py"
 UNMATCHED = [

@@ -35,8 +35,8 @@ def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
 
 @pytest.fixture(scope="session")
 def stack(local_env: dict[str, Any]) -> Iterator[Any]:
-    from citegate.local.stack import LocalStack
-    from citegate.settings import get_settings, reset_settings
+    from citegate.platform.settings import get_settings, reset_settings
+    from citegate.runtime.stack import LocalStack
 
     reset_settings()
     running = LocalStack(get_settings()).start()
@@ -46,7 +46,7 @@ def stack(local_env: dict[str, Any]) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def client(stack: Any) -> Iterator[TestClient]:
-    from citegate.local.gateway import create_app
+    from citegate.runtime.gateway import create_app
 
     with TestClient(create_app(), headers={"Authorization": f"Bearer {TOKEN}"}) as test_client:
         yield test_client

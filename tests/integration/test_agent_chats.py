@@ -16,7 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from citegate.agents.models import ModelRegistry, ModelSpec
-from citegate.local.gateway import create_app
+from citegate.runtime.gateway import create_app
 from tests.fakes.chat_stream_server import StreamingOpenAIServer
 from tests.integration.conftest import TOKEN, ingest
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.local.gateway import create_app
+from citegate.runtime.gateway import create_app
 from tests.integration.conftest import ingest
 
 COMPONENT = "publish/system/components/kunora-kgent"
@@ -223,7 +223,7 @@ def test_an_expired_session_gets_session_expired(client: TestClient, corpus: str
 def test_an_unreachable_answering_engine_is_ragflow_unavailable(
     corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citegate.answering.openai_chat import OpenAIChatAnswerer
+    from citegate.answers.openai_chat import OpenAIChatAnswerer
 
     monkeypatch.setitem(
         stack.services.__dict__,
@@ -241,7 +241,7 @@ def test_an_unreachable_answering_engine_is_ragflow_unavailable(
 def test_an_unreachable_index_is_search_unavailable(
     corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citegate.search.base import SearchUnavailable
+    from citegate.knowledge.search.base import SearchUnavailable
 
     def down(**_: Any) -> Any:
         raise SearchUnavailable("connection refused")
@@ -364,7 +364,7 @@ def test_the_no_answer_action_key_is_the_key_the_feedback_tool_computes(corpus: 
 def test_uncited_model_knowledge_only_where_the_policy_allows_it(
     client: TestClient, corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citegate.answering.openai_chat import OpenAIChatAnswerer
+    from citegate.answers.openai_chat import OpenAIChatAnswerer
     from tests.fakes.openai_server import FakeOpenAIServer
 
     body = {"question": "What is the boiling point of tungsten?", "requireCitations": False}
@@ -389,8 +389,8 @@ def test_uncited_model_knowledge_only_where_the_policy_allows_it(
 def test_a_person_whose_policy_allows_model_knowledge_gets_it_labelled(
     client: TestClient, corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citegate.answering.openai_chat import OpenAIChatAnswerer
-    from citegate.policy.model import Policy
+    from citegate.answers.openai_chat import OpenAIChatAnswerer
+    from citegate.governance.policy.model import Policy
     from tests.fakes.openai_server import FakeOpenAIServer
 
     anonymous = stack.services.policies.find("anonymous")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.local.gateway import create_app
+from citegate.runtime.gateway import create_app
 from tests.integration.conftest import ingest
 
 COMPONENT = "publish/system/components/kunora-kgent"
@@ -193,7 +193,7 @@ def test_a_follow_up_may_narrow_the_session_scope_but_never_widen_it(
 def test_an_expired_session_stays_expired_for_its_owner_after_clean_up(
     client: TestClient, corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("citegate.sessions.SESSION_TTL_SECONDS", 1)
+    monkeypatch.setattr("citegate.answers.sessions.SESSION_TTL_SECONDS", 1)
     owner = _agent(client, SESSION_POLICY)
     session = owner.post("/answer/sessions", json={}).json()
     time.sleep(2.1)
@@ -226,8 +226,8 @@ def _shows_no_internals(response: Any) -> None:
 def test_failures_show_callers_no_internals(
     client: TestClient, reader: TestClient, corpus: str, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citegate.answering.base import AnswererUnavailable
-    from citegate.search.base import SearchUnavailable
+    from citegate.answers.base import AnswererUnavailable
+    from citegate.knowledge.search.base import SearchUnavailable
 
     session = reader.post("/answer/sessions", json={"scope": {"paths": [COMPONENT]}}).json()
     question = {"question": "How is agent memory configured in kunora-kgent?"}

@@ -17,8 +17,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from citegate.agents.models import ModelRegistry, ModelSpec
-from citegate.answering.openai_chat import OpenAIChatAnswerer
-from citegate.local.gateway import create_app
+from citegate.answers.openai_chat import OpenAIChatAnswerer
+from citegate.runtime.gateway import create_app
 from tests.fakes.chat_stream_server import StreamingOpenAIServer
 from tests.fakes.openai_server import GARBAGE
 from tests.integration.conftest import ingest
@@ -184,7 +184,7 @@ def test_a_garbage_answering_model_is_ragflow_unavailable_on_the_answer_api(
 def test_garbage_model_knowledge_is_unavailable_not_an_empty_answer(
     garbage_server: StreamingOpenAIServer, garbage: str
 ) -> None:
-    from citegate.answering.base import AnswererUnavailable
+    from citegate.answers.base import AnswererUnavailable
 
     answerer = OpenAIChatAnswerer(base_url=garbage_server.url, api_key="k", model=garbage, timeout=5)
     with pytest.raises(AnswererUnavailable):

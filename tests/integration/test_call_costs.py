@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from citegate.errors import RateLimited
-from citegate.ratelimit import LEASE_MAX, Counters, lease_size
+from citegate.governance.ratelimit import LEASE_MAX, Counters, lease_size
+from citegate.platform.errors import RateLimited
 
 # A day-long window, so that no test straddles two windows on a slow machine.
 DAY = 86_400
@@ -89,11 +89,11 @@ def test_a_lease_is_claimed_once_and_spent_locally(
 def test_a_new_window_starts_claiming_half_as_much(
     counters: Counters, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import citegate.ratelimit
+    import citegate.governance.ratelimit
 
     key = f"steady-{uuid.uuid4().hex}"
     now = [1_000_000 * 60.0]
-    monkeypatch.setattr(citegate.ratelimit.time, "time", lambda: now[0])
+    monkeypatch.setattr(citegate.governance.ratelimit.time, "time", lambda: now[0])
     for _ in range(20):
         counters.hit_all([(key, 6000)], 60)  # claims of 1, 2, 4, 8 and 16: the next would be 32
     assert counters.current(key, 60) == 31
@@ -160,7 +160,7 @@ def test_a_governed_read_costs_one_dynamodb_round_trip(
 ) -> None:
     """Policy and knowledge base are read from this process's recent copies, the rate limits are
     spent from leases: the audit record is the one write a read pays, but for a lease claim now
-    and then (of 2 calls, then 4, ...; see citegate.ratelimit)."""
+    and then (of 2 calls, then 4, ...; see citegate.governance.ratelimit)."""
     client.post(f"/v1/kb/{kb}/retrieve", json={"query": "warm the caches"}).raise_for_status()
     calls = _counting_dynamodb_calls(monkeypatch)
     for n in range(5):
@@ -172,8 +172,8 @@ def test_a_governed_read_costs_one_dynamodb_round_trip(
 
 
 def test_read_calls_check_a_recent_copy_of_the_knowledge_base(stack: Any, kb: str) -> None:
-    from citegate.errors import KbNotFound
-    from citegate.store.kbs import KbStore
+    from citegate.knowledge.store.kbs import KbStore
+    from citegate.platform.errors import KbNotFound
 
     here, elsewhere = KbStore(stack.services.kbs._table), KbStore(stack.services.kbs._table)
     assert here.get(kb, max_age=60).status == "working"

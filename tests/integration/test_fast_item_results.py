@@ -1,5 +1,5 @@
 """The embedded endpoint dumps DynamoDB item results as they are, instead of walking moto's output
-model value by value (citegate.local.aws_endpoint). Every item operation must answer byte for
+model value by value (citegate.runtime.aws_endpoint). Every item operation must answer byte for
 byte what the model's way answers, for every attribute type, so the shortcut changes speed only."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import boto3
 import pytest
 from boto3.dynamodb.types import Binary
 
-from citegate.local.aws_endpoint import FAST_ITEM_OPERATIONS, EmbeddedAws
+from citegate.runtime.aws_endpoint import FAST_ITEM_OPERATIONS, EmbeddedAws
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate import feedback
-from citegate.local.aws_endpoint import free_port
-from citegate.local.gateway import create_app
+from citegate.answers import feedback
+from citegate.runtime.aws_endpoint import free_port
+from citegate.runtime.gateway import create_app
 from tests.integration.test_governance import _agent, _as
 
 FEEDBACK = "/agent/tools/create_feedback"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.local.gateway import create_app
+from citegate.runtime.gateway import create_app
 from tests.integration.conftest import ingest
 
 
@@ -124,7 +124,7 @@ def test_agents_cannot_use_the_admin_routes(client: TestClient, docs_kb: str) ->
 
 
 def test_nothing_crosses_tenants(client: TestClient, docs_kb: str, stack: Any) -> None:
-    from citegate.policy.model import Policy
+    from citegate.governance.policy.model import Policy
 
     stack_services = stack.services
     agent_id = "tenant-b-" + uuid.uuid4().hex[:6]
@@ -252,7 +252,7 @@ def test_spec_002_empty_knowledge_base_gets_guidance(client: TestClient) -> None
 def test_spec_002_unreachable_knowledge_base_is_unavailable_without_web_fallback(
     client: TestClient, docs_kb: str, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citegate.search.base import SearchUnavailable
+    from citegate.knowledge.search.base import SearchUnavailable
 
     _, key = _agent(client, {"tools": ["ka_retrieve"], "knowledge_bases": [docs_kb]}, kind="caller_key")
 

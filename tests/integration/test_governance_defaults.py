@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.local.gateway import create_app
-from citegate.ratelimit import Counters
+from citegate.governance.ratelimit import Counters
+from citegate.runtime.gateway import create_app
 from tests.integration.conftest import TOKEN, ingest
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
@@ -126,8 +126,8 @@ def test_the_bootstrap_service_principal_never_loses_admin(client: TestClient) -
 
 
 def test_a_policy_can_be_restored_from_the_seed_file_by_hand(client: TestClient, stack: Any) -> None:
-    from citegate.errors import NotFound
-    from citegate.policy.store import SEED_FILE, seed_policies
+    from citegate.governance.policy.store import SEED_FILE, seed_policies
+    from citegate.platform.errors import NotFound
 
     seeded = {p.principal_key: p for p in seed_policies(SEED_FILE, tenant_id="default")}
     changed = client.put("/admin/policies/human:*", json={"tools": ["answer_ask"], "knowledge_bases": []})
@@ -142,7 +142,7 @@ def test_a_policy_can_be_restored_from_the_seed_file_by_hand(client: TestClient,
 
 
 def test_the_cli_has_a_reseed_command() -> None:
-    from citegate.cli import build_parser, cmd_policies_reseed
+    from citegate.clients.cli import build_parser, cmd_policies_reseed
 
     args = build_parser().parse_args(["policies", "reseed", "service:rag-service", "--file", "p.json"])
     assert args.run is cmd_policies_reseed and args.keys == ["service:rag-service"] and args.file == "p.json"

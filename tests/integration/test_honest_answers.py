@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.answering.openai_chat import OpenAIChatAnswerer
-from citegate.local.gateway import create_app
+from citegate.answers.openai_chat import OpenAIChatAnswerer
+from citegate.runtime.gateway import create_app
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.conftest import SAMPLES, ingest
 from tests.unit.answering.test_honest_extractive import KUNORA

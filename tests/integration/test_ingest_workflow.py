@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.ingest import steps
-from citegate.ingest.batch import INLINE_LIMIT_BYTES, BatchState, DocumentRef, batch_id, work_prefix
-from citegate.local.functions import invoke
-from citegate.models.documents import Task
-from citegate.store.dynamo import utc_now
+from citegate.knowledge.ingest import steps
+from citegate.knowledge.ingest.batch import INLINE_LIMIT_BYTES, BatchState, DocumentRef, batch_id, work_prefix
+from citegate.knowledge.schemas.documents import Task
+from citegate.platform.dynamo import utc_now
+from citegate.runtime.functions import invoke
 from tests.integration.conftest import ingest, wait_for_task
 
 
@@ -135,7 +135,7 @@ def test_documents_submitted_together_share_one_execution(client: TestClient, kb
 def test_a_batch_larger_than_one_execution_is_split(
     client: TestClient, kb: str, stack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from citegate.ingest import consumer
+    from citegate.knowledge.ingest import consumer
 
     monkeypatch.setattr(consumer, "EXECUTION_MAX_DOCUMENTS", 2)
     task_ids = [
@@ -390,7 +390,7 @@ def test_a_throttled_step_waits_and_retries_as_the_state_machine_declares(
     """Every environment of the embed step busy (a bulk ingest on a small machine): Lambda answers
     429, Step Functions names it `Lambda.TooManyRequestsException` and the workflow's Retry waits
     for a free environment instead of failing the document."""
-    from citegate.local import functions
+    from citegate.runtime import functions
 
     monkeypatch.setattr(functions, "ENVIRONMENT_WAIT_SECONDS", 0.2)
     embed = functions.pool("ingest_embed")

@@ -56,7 +56,7 @@ def test_every_sample_format_english_and_chinese(client: TestClient, kb: str, st
 
 
 def _all_ref_ids(stack: Any, kb: str) -> list[str]:
-    from citegate.search.base import SearchFilter
+    from citegate.knowledge.search.base import SearchFilter
 
     result = stack.services.index.search(
         query="the", vector=None, filter=SearchFilter(kb_ids=frozenset({kb})), limit=1000, mode="lexical"
@@ -230,7 +230,7 @@ def test_text_with_a_byte_order_mark_and_a_pdf_named_as_one_are_still_accepted(
 
 
 def test_over_the_size_limit_is_413(client: TestClient, kb: str, local_env: dict[str, Any]) -> None:
-    from citegate.settings import get_settings
+    from citegate.platform.settings import get_settings
 
     limit = get_settings().max_inline_document_bytes
     response = client.post(

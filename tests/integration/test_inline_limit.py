@@ -9,8 +9,8 @@ import json
 
 from starlette.testclient import TestClient
 
-from citegate.local.gateway import MAX_EVENT_BYTES, MAX_PAYLOAD_BYTES
-from citegate.settings import get_settings
+from citegate.platform.settings import get_settings
+from citegate.runtime.gateway import MAX_EVENT_BYTES, MAX_PAYLOAD_BYTES
 
 LAMBDA_EVENT_LIMIT = 6_291_456  # Lambda's synchronous invocation payload
 

@@ -19,9 +19,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from citegate import resources
-from citegate.local import moto_state
-from citegate.local.compaction import last_records
+from citegate.platform import resources
+from citegate.runtime import moto_state
+from citegate.runtime.compaction import last_records
 
 WRITERS = 4
 ROUNDS = 60  # per writer; each round makes 4 to 6 DynamoDB writes and one S3 write
@@ -213,8 +213,8 @@ def test_a_journal_of_many_writes_restores_to_the_same_state(stack: Any, tmp_pat
 _RESTORE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from citegate.local.stack import LocalStack
-from citegate.settings import get_settings
+from citegate.runtime.stack import LocalStack
+from citegate.platform.settings import get_settings
 from test_local_journal_compaction import _moto_state
 stack = LocalStack(get_settings(), poll=False).start()
 state = _moto_state(sys.argv[2])

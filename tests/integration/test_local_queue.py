@@ -1,5 +1,5 @@
 """The embedded endpoint checks SQS retention from the queue's own period instead of building every
-queue attribute per message (citegate.local.aws_endpoint): a message is delivered while it is
+queue attribute per message (citegate.runtime.aws_endpoint): a message is delivered while it is
 within the period and never after, as on AWS and in moto's own check."""
 
 from __future__ import annotations

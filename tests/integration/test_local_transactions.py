@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from citegate import resources
+from citegate.platform import resources
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import time
 import uuid
 from typing import Any
 
-from citegate import resources
-from citegate.local.ttl import TtlSweeper
+from citegate.platform import resources
+from citegate.runtime.ttl import TtlSweeper
 
 
 def test_expired_items_go_and_the_rest_stay(stack: Any) -> None:
@@ -55,8 +55,8 @@ def test_audit_records_go_once_their_retention_has_passed(stack: Any, monkeypatc
     stops growing."""
     import boto3
 
-    from citegate.audit import AuditRecord, now_iso
-    from citegate.settings import get_settings, reset_settings
+    from citegate.governance.audit import AuditRecord, now_iso
+    from citegate.platform.settings import get_settings, reset_settings
 
     s = stack.services
     client = boto3.client("dynamodb", region_name=s.settings.region)
@@ -146,9 +146,9 @@ def test_past_the_local_bound_the_oldest_audit_records_move_to_the_archive(stack
 
     import boto3
 
-    from citegate.audit import AuditRecord
-    from citegate.local import moto_state
-    from citegate.local.ttl import AuditOverflow
+    from citegate.governance.audit import AuditRecord
+    from citegate.runtime import moto_state
+    from citegate.runtime.ttl import AuditOverflow
 
     s = stack.services
     client = boto3.client("dynamodb", region_name=s.settings.region)

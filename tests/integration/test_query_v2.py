@@ -17,8 +17,8 @@ from starlette.testclient import TestClient
 
 from citegate.agents.models import ModelRegistry, ModelSpec
 from citegate.container import services
-from citegate.local.gateway import create_app
-from citegate.search.base import SearchUnavailable
+from citegate.knowledge.search.base import SearchUnavailable
+from citegate.runtime.gateway import create_app
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.conftest import ingest
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.answering.openai_chat import OpenAIChatAnswerer
-from citegate.search.base import SearchUnavailable
+from citegate.answers.openai_chat import OpenAIChatAnswerer
+from citegate.knowledge.search.base import SearchUnavailable
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.conftest import SAMPLES, ingest
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate import routes
-from citegate.errors import ForbiddenTool, Unauthorized, error_code
-from citegate.identity.principal import anonymous
-from citegate.local.functions import functions_dir
-from citegate.local.gateway import create_app
+from citegate.api import routes
+from citegate.platform.errors import ForbiddenTool, Unauthorized, error_code
+from citegate.platform.principal import anonymous
+from citegate.runtime.functions import functions_dir
+from citegate.runtime.gateway import create_app
 from tests.integration.test_governance import _agent
 
 GOVERNED = [r for r in routes.ROUTES if r.tool is not None]

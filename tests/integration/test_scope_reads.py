@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.local.gateway import create_app
+from citegate.runtime.gateway import create_app
 from tests.integration.conftest import ingest
 from tests.integration.test_governance import _agent, _as
 
@@ -361,14 +361,15 @@ def test_unknown_fields_are_still_refused_by_name(world: World, path: str) -> No
 # The unscoped reads (the ingestion pipeline's own) and the modules allowed to use them.
 UNSCOPED_READS = (".documents.list(", ".documents.get(", ".documents.find(", ".get_chunks(", ".parents.list(")
 MAY_READ_UNSCOPED = {
-    "layers/citegate/store/documents.py",
-    "layers/citegate/store/parents.py",
-    "layers/citegate/search/base.py",  # chunks_in: get_chunks under the caller's filter
-    "layers/citegate/ingest/service.py",
-    "layers/citegate/ingest/steps.py",
-    "layers/citegate/ingest/consumer.py",
-    "layers/citegate/agent_tools.py",  # get_page: the parents of a document read through list_in
-    "layers/citegate/document_chunks.py",  # the chunk viewer: the parents of a document read through get_in
+    "layers/citegate/knowledge/store/documents.py",
+    "layers/citegate/knowledge/store/parents.py",
+    "layers/citegate/knowledge/search/base.py",  # chunks_in: get_chunks under the caller's filter
+    "layers/citegate/knowledge/ingest/service.py",
+    "layers/citegate/knowledge/ingest/steps.py",
+    "layers/citegate/knowledge/ingest/consumer.py",
+    "layers/citegate/agents/tools.py",  # get_page: the parents of a document read through list_in
+    # the chunk viewer: the parents of a document read through get_in
+    "layers/citegate/knowledge/document_chunks.py",
 }
 
 

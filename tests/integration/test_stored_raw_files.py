@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from citegate.ingest import steps
+from citegate.knowledge.ingest import steps
 from tests.integration.conftest import wait_for_task
 from tests.integration.test_ingest_workflow import _batch, _entered, _history, _reopen
 

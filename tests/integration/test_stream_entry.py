@@ -1,4 +1,4 @@
-"""The streaming routes' AWS entry (citegate.http.stream_app), run the way Lambda runs it: the ASGI
+"""The streaming routes' AWS entry (citegate.api.stream_app), run the way Lambda runs it: the ASGI
 app under uvicorn as run.sh starts it (`stream_app.server`), on a loopback port, against the
 embedded AWS endpoint of the integration tier. Requests carry what the Lambda Web Adapter adds
 (`x-amzn-request-context`, `x-amzn-lambda-context`): the public function URL's context has no
@@ -24,8 +24,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from citegate.agents import query_v2
-from citegate.http import stream_app
-from citegate.local.aws_endpoint import free_port
+from citegate.api import stream_app
+from citegate.runtime.aws_endpoint import free_port
 from tests.integration.conftest import TOKEN, audited, ingest
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
@@ -265,7 +265,7 @@ def test_behind_the_http_api_the_same_handler_answers_one_body(
     """The deployed HTTP API's entry (the Python runtime calling handler.lambda_handler) cannot
     stream: there the frames are joined into one body; under the streaming entry, the same call
     hands back the stream itself."""
-    from citegate.http.streaming import delivering_frames
+    from citegate.api.streaming import delivering_frames
 
     handler = stream_app.load_handler(FUNCTIONS / "query_v2" / "handler.py").lambda_handler
     monkeypatch.setattr(stack.services.settings, "runtime", "aws")

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from citegate.identity.principal import Principal
-from citegate.local.functions import invoke
-from citegate.policy.model import Policy, WebGrant
+from citegate.governance.policy.model import Policy, WebGrant
+from citegate.platform.principal import Principal
+from citegate.runtime.functions import invoke
 from citegate.web.browser import ChromiumRenderer, find_browser
 from citegate.web.cache import WebCache
 from citegate.web.search import SearxngSearch

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from citegate.answer_api import confidence_of, ground, split_sentences
-from citegate.answering.ask import AskOutcome
-from citegate.answering.base import Draft
-from citegate.answering.confidence import Confidence, assess
-from citegate.answering.validate import Bound
-from citegate.retrieval import Retrieval
-from citegate.search.base import ChunkRecord, Hit
+from citegate.answers.answer_api import confidence_of, ground, split_sentences
+from citegate.answers.ask import AskOutcome
+from citegate.answers.base import Draft
+from citegate.answers.confidence import Confidence, assess
+from citegate.answers.validate import Bound
+from citegate.knowledge.retrieval import Retrieval
+from citegate.knowledge.search.base import ChunkRecord, Hit
 
 
 def _outcome(

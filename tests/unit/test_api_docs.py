@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from citegate import routes
+from citegate.api import routes
 
 API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
@@ -35,7 +35,7 @@ def test_every_route_is_documented(text: str, route_key: str) -> None:
         "citegate_token",
         "apigw-requestid",
         "Retry-After",
-        # Claims and identity settings (layers/citegate/settings.py).
+        # Claims and identity settings (layers/citegate/platform/settings.py).
         "CITEGATE_MAINTAINER_CLAIM",
         "citegate:maintainer",
         "roles",

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from citegate.audit import AuditLog, AuditRecord
-from citegate.settings import Settings, from_environ
+from citegate.governance.audit import AuditLog, AuditRecord
+from citegate.platform.settings import Settings, from_environ
 
 
 def test_the_retention_defaults_by_runtime_and_can_be_set() -> None:

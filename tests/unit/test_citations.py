@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from citegate.answering.extractive import _quotable
-from citegate.citations import answer_sentences, citation_for, excerpt, passage_snippet
-from citegate.ingest.chunking import chunk_document
-from citegate.ingest.parsing import parse_document
-from citegate.search.base import ChunkRecord
+from citegate.answers.extractive import _quotable
+from citegate.knowledge.citations import answer_sentences, citation_for, excerpt, passage_snippet
+from citegate.knowledge.ingest.chunking import chunk_document
+from citegate.knowledge.ingest.parsing import parse_document
+from citegate.knowledge.search.base import ChunkRecord
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 # A child of solar-system.md as the chunker cut it: it starts inside a sentence (the overlap with

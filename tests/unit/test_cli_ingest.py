@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from citegate import cli
-from citegate.client import ApiError, CitegateClient, Credentials
+from citegate.clients import cli
+from citegate.clients.http_client import ApiError, CitegateClient, Credentials
 
 
 class FakeService:

@@ -1,4 +1,4 @@
-"""The bulk commands' client waits out 429s (citegate.cli.PatientClient), within a bound."""
+"""The bulk commands' client waits out 429s (citegate.clients.cli.PatientClient), within a bound."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from citegate import cli
-from citegate.client import ApiError, CitegateClient, Credentials
+from citegate.clients import cli
+from citegate.clients.http_client import ApiError, CitegateClient, Credentials
 
 
 def _scripted(monkeypatch: pytest.MonkeyPatch, answers: list[Any]) -> list[float]:

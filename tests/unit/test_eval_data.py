@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from citegate.evaluation.dataset import load_dataset, read_jsonl
+from citegate.clients.evaluation.dataset import load_dataset, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "data"

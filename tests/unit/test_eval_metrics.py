@@ -1,5 +1,5 @@
 """The evaluation harness's scores on hand-computed examples (benchmarks/evaluate.metrics re-exports
-citegate.evaluation.metrics, which `citegate eval` uses too)."""
+citegate.clients.evaluation.metrics, which `citegate eval` uses too)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from benchmarks.evaluate import metrics as ev
 from benchmarks.evaluate.ingest import PrecomputedEmbedder
 from benchmarks.evaluate.run import SystemRun, score_system
 
-from citegate.embedding import HashingEmbedder
+from citegate.knowledge.embedding import HashingEmbedder
 
 # -- ranking metrics (binary relevance) -------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from citegate.evaluation.metrics import AnswerCase, reliability
+from citegate.clients.evaluation.metrics import AnswerCase, reliability
 
 
 def case(

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from citegate.feedback import canonical_scope, dedupe_key, normalize_question
-from citegate.models.feedback import FeedbackBody
+from citegate.answers.feedback import canonical_scope, dedupe_key, normalize_question
+from citegate.answers.schemas.feedback import FeedbackBody
 
 SCOPE = {"paths": ["publish/system/components/kunora-kgent"], "version": "main"}
 QUESTION = "How do I configure Kgent memory?"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from citegate.mcp_server import ALL_TOOLS, callable_tools, visible
+from citegate.clients.mcp_server import ALL_TOOLS, callable_tools, visible
 
 
 def listed(me: dict[str, object]) -> set[str]:
@@ -48,7 +48,7 @@ def test_what_an_older_server_does_not_say_hides_nothing() -> None:
 def test_the_listing_cache_of_callers_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from citegate import mcp_server
+    from citegate.clients import mcp_server
 
     monkeypatch.setattr(mcp_server, "ME_CACHE_ENTRIES", 8)
     store: dict[str, Any] = {}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from citegate import routes
-from citegate.mcp_server import ALL_TOOLS, TOOL_FUNCTIONS, handle_mcp_event, route_event
+from citegate.api import routes
+from citegate.clients.mcp_server import ALL_TOOLS, TOOL_FUNCTIONS, handle_mcp_event, route_event
 
 IAM = {"iam": {"userArn": "arn:aws:iam::123456789012:role/bot", "accessKey": "AKIA0000"}}
 TOKEN = {"lambda": {"principal_type": "agent", "principal_id": "reader", "tenant_id": "default"}}

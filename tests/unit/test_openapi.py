@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from citegate import openapi
-from citegate.routes import ROUTES
+from citegate.api import openapi
+from citegate.api.routes import ROUTES
 
 HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
@@ -60,10 +60,10 @@ def test_public_routes_need_no_credentials(document: dict[str, Any]) -> None:
 
 
 def test_committed_document_is_current(document: dict[str, Any]) -> None:
-    assert openapi.DOCUMENT_PATH.exists(), "run: python -m citegate.openapi"
+    assert openapi.DOCUMENT_PATH.exists(), "run: python -m citegate.api.openapi"
     committed = openapi.DOCUMENT_PATH.read_text(encoding="utf-8")
     assert committed == openapi.render(document), (
-        "docs/openapi.json is stale: regenerate it with `python -m citegate.openapi`"
+        "docs/openapi.json is stale: regenerate it with `python -m citegate.api.openapi`"
     )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from citegate import ratelimit
-from citegate.ratelimit import Counters
+from citegate.governance import ratelimit
+from citegate.governance.ratelimit import Counters
 
 
 class Table:

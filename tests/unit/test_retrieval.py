@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from citegate.container import Services
-from citegate.retrieval import DEFAULT_LEXICAL_WEIGHT, LEXICAL_WEIGHTS, Scope, fusion_for, retrieve
-from citegate.search.base import ChunkRecord, FusionConfig
-from citegate.search.embedded import EmbeddedSearchIndex
-from citegate.settings import Settings
+from citegate.knowledge.retrieval import DEFAULT_LEXICAL_WEIGHT, LEXICAL_WEIGHTS, Scope, fusion_for, retrieve
+from citegate.knowledge.search.base import ChunkRecord, FusionConfig
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex
+from citegate.platform.settings import Settings
 
 DIM = 8
 

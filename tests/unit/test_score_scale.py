@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 
 from citegate.container import Services
-from citegate.embedding import UniversalSentenceEncoder
-from citegate.retrieval import Retrieval, Scope, retrieve
-from citegate.search import relevance
-from citegate.search.base import ChunkRecord, FusionConfig, Hit, SearchUnavailable
-from citegate.search.embedded import EmbeddedSearchIndex
-from citegate.search.opensearch import OpenSearchIndex
-from citegate.settings import Settings
+from citegate.knowledge.embedding import UniversalSentenceEncoder
+from citegate.knowledge.retrieval import Retrieval, Scope, retrieve
+from citegate.knowledge.search import relevance
+from citegate.knowledge.search.base import ChunkRecord, FusionConfig, Hit, SearchUnavailable
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex
+from citegate.knowledge.search.opensearch import OpenSearchIndex
+from citegate.platform.settings import Settings
 
 PLANETS = {
     "venus": (

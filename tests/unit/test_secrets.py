@@ -9,9 +9,9 @@ import boto3
 import pytest
 from pydantic import SecretStr
 
-from citegate import secrets
-from citegate.identity.authenticate import authenticate
-from citegate.settings import Settings
+from citegate.governance.identity.authenticate import authenticate
+from citegate.platform import secrets
+from citegate.platform.settings import Settings
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from citegate.errors import ForbiddenScope, SessionExpired, SessionForbidden
-from citegate.governance import Authorized
-from citegate.identity.principal import Principal
-from citegate.policy.model import EffectiveScope, Policy, RequestedScope
-from citegate.sessions import MAX_TURNS, SessionStore, turn_scope, wire_scope
+from citegate.answers.sessions import MAX_TURNS, SessionStore, turn_scope, wire_scope
+from citegate.governance.calls import Authorized
+from citegate.governance.policy.model import EffectiveScope, Policy, RequestedScope
+from citegate.platform.errors import ForbiddenScope, SessionExpired, SessionForbidden
+from citegate.platform.principal import Principal
 
 COMPONENT = "publish/system/components/kunora-kgent"
 

@@ -1,4 +1,4 @@
-"""SnapStart priming (citegate.snapstart): the first request's work runs before the snapshot where
+"""SnapStart priming (citegate.api.snapstart): the first request's work runs before the snapshot where
 Lambda offers the hook, nowhere else, and a step that cannot warm never fails a publication."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from citegate import snapstart
+from citegate.api import snapstart
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Custom resource (custom_resources.Provider on-event handler): set the OpenSearch domain up.
 
-Create and Update call `citegate.search.opensearch.setup_opensearch`, which puts the index
+Create and Update call `citegate.knowledge.search.opensearch.setup_opensearch`, which puts the index
 template, creates the chunks index if it is missing (checking the vector dimension otherwise) and
 puts one search pipeline per fusion config: idempotent, so every deploy may run it. Delete keeps
 the index: the chunks are data, and the domain's own removal policy decides their fate.
@@ -36,8 +36,8 @@ FIRST_DELAY_S = 5.0
 def _setup(properties: dict[str, Any]) -> dict[str, Any]:
     from opensearchpy.exceptions import AuthorizationException
 
-    from citegate.search.base import FusionConfig, SearchUnavailable
-    from citegate.search.opensearch import OpenSearchIndex, index_name, setup_opensearch
+    from citegate.knowledge.search.base import FusionConfig, SearchUnavailable
+    from citegate.knowledge.search.opensearch import OpenSearchIndex, index_name, setup_opensearch
 
     prefix = str(properties["Prefix"])
     dimension = int(properties["Dimension"])

@@ -1,1 +1,3 @@
-"""Agents over the knowledge base: spec 003's retrieval + summary agents and spec 001's chats."""
+"""Agents over the knowledge: spec 003's retrieval and summary agents, spec 001's chats, the agent tools
+and the governed knowledge entry.
+"""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from citegate.search.base import Hit
+from citegate.knowledge.search.base import Hit
 
 PREVIEW_CHARS = 100
 

@@ -15,11 +15,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from citegate.answering.completion import MalformedReply, reply_message, stream_text
-from citegate.errors import InvalidRequest, ModelUnavailable
+from citegate.answers.completion import MalformedReply, reply_message, stream_text
+from citegate.platform.errors import InvalidRequest, ModelUnavailable
 
 if TYPE_CHECKING:
-    from citegate.settings import Settings
+    from citegate.platform.settings import Settings
 
 OFFLINE_MODEL_ID = "citegate-offline"
 
@@ -149,7 +149,7 @@ class ChatModel:
             if self._client is None:
                 import openai
 
-                from citegate.secrets import secret_value
+                from citegate.platform.secrets import secret_value
 
                 key = self.spec.api_key or secret_value(None, self.spec.api_key_secret_arn)
                 self._client = openai.OpenAI(

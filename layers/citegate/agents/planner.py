@@ -23,8 +23,8 @@ from typing import Any
 
 from citegate.agents.documents import DocumentManager, tool_result
 from citegate.agents.models import ChatModel, ToolCall
-from citegate.search.analysis import STOPWORDS, tokenize
-from citegate.search.base import Hit
+from citegate.knowledge.search.analysis import STOPWORDS, tokenize
+from citegate.knowledge.search.base import Hit
 
 TOOL_NAME = "retrieve_knowledge"
 DEFAULT_TOP_K = 5

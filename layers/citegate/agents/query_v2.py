@@ -17,13 +17,13 @@ from citegate.agents.documents import DocumentManager
 from citegate.agents.models import ModelRegistry, ModelSpec
 from citegate.agents.planner import TOOL_NAME, Call, OfflinePlanner, ToolCallingPlanner
 from citegate.agents.summary import chinese, summarize_offline, summarize_with_model, text_for
-from citegate.errors import CitegateError, SearchUnavailableError
-from citegate.governance import Authorized, charge_tokens, current_call, estimate_tokens, readable_kbs
-from citegate.retrieval import Scope, retrieve
+from citegate.governance.calls import Authorized, charge_tokens, current_call, estimate_tokens, readable_kbs
+from citegate.knowledge.retrieval import Scope, retrieve
+from citegate.platform.errors import CitegateError, SearchUnavailableError
 
 if TYPE_CHECKING:
     from citegate.container import Services
-    from citegate.models.kb import KnowledgeBase
+    from citegate.knowledge.schemas.kb import KnowledgeBase
 
 INITIALIZING, TOOL_CALL_START, TOOL_CALL_END, CONTENT, REFERENCES, END, ERROR = 201, 301, 302, 1, 204, 0, 22
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from citegate.agents.documents import Found
 from citegate.agents.markers import MarkerGate
 from citegate.agents.models import ChatModel
-from citegate.answering.ask import build_evidence
+from citegate.answers.ask import build_evidence
 
 if TYPE_CHECKING:
-    from citegate.answering.base import Answerer
+    from citegate.answers.base import Answerer
     from citegate.container import Services
 
 MAX_CONTEXT_DOCUMENTS = 12
@@ -108,14 +108,14 @@ def summarize_with_model(
 
 @cache
 def _extractive() -> Answerer:
-    from citegate.answering.extractive import ExtractiveAnswerer
+    from citegate.answers.extractive import ExtractiveAnswerer
 
     return ExtractiveAnswerer()
 
 
 def offline_answerer(s: Services) -> Answerer:
     """The offline answerer: the service's own when it is offline, the extractive one otherwise."""
-    from citegate.answering.openai_chat import OpenAIChatAnswerer
+    from citegate.answers.openai_chat import OpenAIChatAnswerer
 
     return _extractive() if isinstance(s.answerer, OpenAIChatAnswerer) else s.answerer
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from citegate.errors import CitegateError
+from citegate.platform.errors import CitegateError
 
 
 class WebError(CitegateError):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from citegate.observability import logger
+from citegate.platform.observability import logger
 from citegate.web import UrlNotAccessible, WebError, WebReadFailed, WebTimeout
 from citegate.web.fetch import MAX_REDIRECTS, Fetcher, Resource
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from citegate.observability import logger
+from citegate.platform.observability import logger
 
 SEARCH_TTL_SECONDS = 3600
 PAGE_TTL_SECONDS = 6 * 3600

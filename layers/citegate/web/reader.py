@@ -14,7 +14,7 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from citegate.governance import estimate_tokens
+from citegate.governance.calls import estimate_tokens
 from citegate.web import WebError, WebReadFailed
 
 # Elements that never carry readable content and may carry active content.

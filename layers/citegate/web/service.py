@@ -13,19 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from citegate.errors import CitegateError, Forbidden
-from citegate.identity.principal import Principal
-from citegate.models.web import (
-    WebReadRequest,
-    WebReadResponse,
-    WebReadResult,
-    WebSearchRequest,
-    WebSearchResponse,
-    WebSearchResult,
-)
-from citegate.observability import logger
-from citegate.policy.model import Policy
-from citegate.ratelimit import Counters
+from citegate.governance.policy.model import Policy
+from citegate.governance.ratelimit import Counters
+from citegate.platform.errors import CitegateError, Forbidden
+from citegate.platform.observability import logger
+from citegate.platform.principal import Principal
 from citegate.web import ContentTooLarge, WebError, WebReadFailed, WebSearchFailed, WebTimeout
 from citegate.web.browser import BrowserUnavailable, ChromiumRenderer, Renderer, find_browser
 from citegate.web.cache import PAGE_TTL_SECONDS, SEARCH_TTL_SECONDS, WebCache, cache_key
@@ -39,12 +31,20 @@ from citegate.web.reader import (
     extract_text,
 )
 from citegate.web.safety import Resolver, UrlGuard, domain_allowed, parse_url
+from citegate.web.schemas import (
+    WebReadRequest,
+    WebReadResponse,
+    WebReadResult,
+    WebSearchRequest,
+    WebSearchResponse,
+    WebSearchResult,
+)
 from citegate.web.search import SearchProvider
 
 if TYPE_CHECKING:
     import httpx
 
-    from citegate.settings import Settings
+    from citegate.platform.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -362,11 +362,11 @@ def require_web(policy: Policy) -> None:
         )
 
 
-# -- spec 001 error codes (section 7.2): the "chat" family in citegate.errors ----------------------
+# -- spec 001 error codes (section 7.2): the "chat" family in citegate.platform.errors ----------------------
 
 
 def spec001_code(error: CitegateError) -> str:
-    from citegate.errors import error_code
+    from citegate.platform.errors import error_code
 
     return error_code(error, "chat")
 

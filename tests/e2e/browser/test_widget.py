@@ -20,7 +20,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from citegate.local import example_site
+from citegate.runtime import example_site
 from tests.e2e.browser.widget_support import ask as ask_in
 from tests.e2e.browser.widget_support import (
     axe,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import uvicorn
 
-from citegate.local.aws_endpoint import free_port
-from citegate.local.gateway import create_app
+from citegate.runtime.aws_endpoint import free_port
+from citegate.runtime.gateway import create_app
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from citegate.agents import query_v2
-from citegate.chats import service as chats
+from citegate.agents.chats import service as chats
 from tests.integration.conftest import TOKEN, audited
 
 CLIENT_CLOSED = 499
@@ -134,7 +134,7 @@ def test_requests_queued_for_a_busy_function_leave_the_server_free(
     """Every environment of /api/v2/query held by an open stream, and 45 more requests queued for
     it (more than the server's worker threads): other routes are still served at once, and the
     queued requests are served as environments come free."""
-    from citegate.local.functions import max_environments
+    from citegate.runtime.functions import max_environments
 
     headers = {"Authorization": f"Bearer {TOKEN}"}
     holders = []

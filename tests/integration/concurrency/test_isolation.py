@@ -21,9 +21,9 @@ import httpx
 import pytest
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
-from citegate import routes
-from citegate.http import api
-from citegate.local import functions
+from citegate.api import http as api
+from citegate.api import routes
+from citegate.runtime import functions
 from tests.integration.conftest import TOKEN
 
 CLIENTS = 4

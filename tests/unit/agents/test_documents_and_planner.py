@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from citegate.agents.documents import DocumentManager
 from citegate.agents.planner import Call, OfflinePlanner, feedback_terms, keywords
-from citegate.search.base import ChunkRecord, Hit
+from citegate.knowledge.search.base import ChunkRecord, Hit
 
 
 def hit(ref: str, score: float, text: str = "text", url: str = "") -> Hit:

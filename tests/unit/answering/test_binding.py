@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from citegate.answering.base import Draft, Evidence
-from citegate.answering.validate import bind, split_answer
-from citegate.answering.verify import Claim, verify_bound
-from citegate.citations import citation_for, own_section
-from citegate.search.base import ChunkRecord
+from citegate.answers.base import Draft, Evidence
+from citegate.answers.validate import bind, split_answer
+from citegate.answers.verify import Claim, verify_bound
+from citegate.knowledge.citations import citation_for, own_section
+from citegate.knowledge.search.base import ChunkRecord
 
 A, B = "r_aaaaaaaaaaaaaaaa", "r_bbbbbbbbbbbbbbbb"
 FORGED = "r_00000000deadbeef"

@@ -1,4 +1,4 @@
-"""Reading chat completions without trusting their shape (citegate.answering.completion)."""
+"""Reading chat completions without trusting their shape (citegate.answers.completion)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from citegate.answering.completion import MalformedReply, chunk_delta, reply_message, stream_text
+from citegate.answers.completion import MalformedReply, chunk_delta, reply_message, stream_text
 
 
 def completion(message: Any) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from citegate.answering.base import Evidence
-from citegate.answering.extractive import ExtractiveAnswerer
-from citegate.answering.specific import specific_terms
+from citegate.answers.base import Evidence
+from citegate.answers.extractive import ExtractiveAnswerer
+from citegate.answers.specific import specific_terms
 
 MARKER = re.compile(r"\s*\[\d+\]")
 

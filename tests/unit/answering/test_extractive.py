@@ -7,15 +7,15 @@ from dataclasses import replace
 
 import pytest
 
-from citegate.answering.base import Answerer, Draft, Evidence
-from citegate.answering.extractive import (
+from citegate.answers.base import Answerer, Draft, Evidence
+from citegate.answers.extractive import (
     NO_EVIDENCE_REASON,
     NO_SUPPORT_REASON,
     VETO_FEATURES,
     ExtractiveAnswerer,
     split_sentences,
 )
-from citegate.embedding import build_embedder
+from citegate.knowledge.embedding import build_embedder
 
 MARKER = re.compile(r"\[(\d+)\]")
 

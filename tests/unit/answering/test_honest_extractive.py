@@ -13,17 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from citegate.answering.base import Evidence
-from citegate.answering.extractive import (
-    FOCUS_REASONS,
-    NO_SENTENCE_REASON,
-    ExtractiveAnswerer,
-    follow_up_topic,
-)
-from citegate.answering.validate import bind
-from citegate.citations import own_section
-from citegate.ingest.chunking import chunk_document, iter_headings
-from citegate.ingest.documents import ParsedDocument
+from citegate.answers.base import Evidence
+from citegate.answers.extractive import FOCUS_REASONS, NO_SENTENCE_REASON, ExtractiveAnswerer, follow_up_topic
+from citegate.answers.validate import bind
+from citegate.knowledge.citations import own_section
+from citegate.knowledge.ingest.chunking import chunk_document, iter_headings
+from citegate.knowledge.ingest.documents import ParsedDocument
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 MARKER = re.compile(r"\s*\[\d+\]")

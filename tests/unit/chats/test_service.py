@@ -9,20 +9,20 @@ from typing import Any
 
 import pytest
 
+from citegate.agents.chats import service
+from citegate.agents.chats.service import Turn, history_for_model, retrieval_query
+from citegate.agents.chats.store import TurnStart
 from citegate.agents.models import ModelSpec
-from citegate.chats import service
-from citegate.chats.service import Turn, history_for_model, retrieval_query
-from citegate.chats.store import TurnStart
-from citegate.errors import ModelUnavailable, RateLimited
-from citegate.governance import Authorized
-from citegate.identity.principal import Principal
-from citegate.models.chats import MessageBody
-from citegate.models.kb import KnowledgeBase
-from citegate.models.web import WebSearchResponse, WebSearchResult, WebSearchResultItem
-from citegate.policy.model import EffectiveScope, Policy, WebGrant
-from citegate.search.base import ChunkRecord, Hit
-from citegate.settings import Settings
+from citegate.agents.schemas.chats import MessageBody
+from citegate.governance.calls import Authorized
+from citegate.governance.policy.model import EffectiveScope, Policy, WebGrant
+from citegate.knowledge.schemas.kb import KnowledgeBase
+from citegate.knowledge.search.base import ChunkRecord, Hit
+from citegate.platform.errors import ModelUnavailable, RateLimited
+from citegate.platform.principal import Principal
+from citegate.platform.settings import Settings
 from citegate.web import WebSearchFailed
+from citegate.web.schemas import WebSearchResponse, WebSearchResult, WebSearchResultItem
 
 ONLINE = ModelSpec("fake-model", "fake", model="fake", base_url="http://127.0.0.1:9/v1")
 ANSWER = ["Zorvath Ridge rises", " about 31 km [", "1] and [", "7] more."]

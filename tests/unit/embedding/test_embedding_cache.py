@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pytest
 
-from citegate.embedding import (
+from citegate.knowledge.embedding import (
     CachedEmbedder,
     HashingEmbedder,
     InMemoryEmbeddingCache,
@@ -18,7 +18,7 @@ from citegate.embedding import (
     decode_vector,
     encode_vector,
 )
-from citegate.embedding.base import Matrix
+from citegate.knowledge.embedding.base import Matrix
 
 
 class CountingEmbedder:
@@ -87,7 +87,7 @@ def test_recent_queries_are_kept_in_process_not_in_the_document_cache() -> None:
 
 
 def test_the_query_cache_forgets_the_least_recent(monkeypatch: pytest.MonkeyPatch) -> None:
-    import citegate.embedding.cache as module
+    import citegate.knowledge.embedding.cache as module
 
     monkeypatch.setattr(module, "QUERY_CACHE_ENTRIES", 2)
     inner = CountingEmbedder()
@@ -132,7 +132,7 @@ class BrokenCache:
 def test_a_failing_cache_costs_time_not_the_call(caplog: pytest.LogCaptureFixture) -> None:
     inner = CountingEmbedder()
     cached = CachedEmbedder(inner, BrokenCache())
-    with caplog.at_level(logging.WARNING, logger="citegate.embedding.cache"):
+    with caplog.at_level(logging.WARNING, logger="citegate.knowledge.embedding.cache"):
         rows = cached.embed_documents(["alpha", "beta"])
     assert rows.shape == (2, 16)
     assert inner.embedded == ["alpha", "beta"]

@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from citegate.embedding import EmbeddingUnavailable
-from citegate.embedding import e5 as e5_module
-from citegate.embedding.e5 import MultilingualE5Small, _omp_environment
+from citegate.knowledge.embedding import EmbeddingUnavailable
+from citegate.knowledge.embedding import e5 as e5_module
+from citegate.knowledge.embedding.e5 import MultilingualE5Small, _omp_environment
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from citegate.embedding import HashingEmbedder
+from citegate.knowledge.embedding import HashingEmbedder
 
 
 def test_shape_dtype_and_normalisation() -> None:
@@ -30,7 +30,7 @@ def test_deterministic_and_case_insensitive() -> None:
 def test_stable_across_processes() -> None:
     # Python's own str hash is salted per process; the embedder must not depend on it.
     code = (
-        "import json; from citegate.embedding import HashingEmbedder as H; "
+        "import json; from citegate.knowledge.embedding import HashingEmbedder as H; "
         "print(json.dumps(H(16).embed_query('stable text').tolist()))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from citegate.embedding import (
+from citegate.knowledge.embedding import (
     CachedEmbedder,
     EmbeddingUnavailable,
     HashingEmbedder,

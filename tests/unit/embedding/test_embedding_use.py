@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from citegate.embedding import UniversalSentenceEncoder
-from citegate.embedding import use as use_module
-from citegate.embedding.base import Matrix
+from citegate.knowledge.embedding import UniversalSentenceEncoder
+from citegate.knowledge.embedding import use as use_module
+from citegate.knowledge.embedding.base import Matrix
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The set-folder loader (citegate.evaluation.dataset) on a folder written here."""
+"""The set-folder loader (citegate.clients.evaluation.dataset) on a folder written here."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from citegate.evaluation.dataset import DatasetError, load_dataset, passage_document, read_qrels
+from citegate.clients.evaluation.dataset import DatasetError, load_dataset, passage_document, read_qrels
 
 
 def _write_set(folder: Path, *, test: bool = True) -> Path:

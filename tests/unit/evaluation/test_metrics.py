@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from citegate.evaluation import metrics as m
+from citegate.clients.evaluation import metrics as m
 
 
 def test_recall_depths_are_a_parameter() -> None:

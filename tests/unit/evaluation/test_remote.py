@@ -1,4 +1,5 @@
-"""The remote runner (citegate.evaluation.remote) and its table, with a scripted client in place of HTTP."""
+"""The remote runner (citegate.clients.evaluation.remote) and its table, with a scripted client in place
+of HTTP."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from citegate.evaluation import remote
-from citegate.evaluation.dataset import Dataset, Query
-from citegate.evaluation.remote import RemoteOptions, run_remote
-from citegate.evaluation.report import render_table
+from citegate.clients.evaluation import remote
+from citegate.clients.evaluation.dataset import Dataset, Query
+from citegate.clients.evaluation.remote import RemoteOptions, run_remote
+from citegate.clients.evaluation.report import render_table
 
 # ref id -> (corpus id, chunk text); r9 was deleted after it was retrieved.
 REFS = {

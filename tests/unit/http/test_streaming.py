@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
-from citegate.errors import SearchUnavailableError
-from citegate.governance import CallRecord
-from citegate.http.streaming import CLIENT_CLOSED, EventStream, PendingStream, _frames
+from citegate.api.streaming import CLIENT_CLOSED, EventStream, PendingStream, _frames
+from citegate.governance.calls import CallRecord
+from citegate.platform.errors import SearchUnavailableError
 
 
 class Audit:

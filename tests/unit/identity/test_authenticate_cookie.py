@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from citegate.identity.authenticate import authenticate, cookie, cross_site_refusal
-from citegate.settings import Settings
+from citegate.governance.identity.authenticate import authenticate, cookie, cross_site_refusal
+from citegate.platform.settings import Settings
 
 TOKEN = "cookie-test-token"
 HOST = {"host": "api.example.com"}

@@ -1,4 +1,4 @@
-"""The authorizer's cache of accepted credentials (citegate.identity.credential_cache).
+"""The authorizer's cache of accepted credentials (citegate.governance.identity.credential_cache).
 
 The story: an agent token costs one credentials-table read, then none for a minute; a revocation
 made elsewhere stops it within that minute (the documented bound) and one made in this process at
@@ -17,10 +17,10 @@ import pytest
 from pydantic import SecretStr
 from tests.support.oidc_issuer import OidcIssuer, new_rsa_key
 
-from citegate.identity import jwt_verify
-from citegate.identity.authenticate import AuthResult, authenticate
-from citegate.identity.credential_cache import CACHE_SECONDS, CredentialCache, digest
-from citegate.settings import Settings
+from citegate.governance.identity import jwt_verify
+from citegate.governance.identity.authenticate import AuthResult, authenticate
+from citegate.governance.identity.credential_cache import CACHE_SECONDS, CredentialCache, digest
+from citegate.platform.settings import Settings
 
 SERVICE_TOKEN = "service-token-for-the-cache-tests"
 AUDIENCE = "citegate-api"
@@ -184,7 +184,7 @@ def test_the_service_token_is_checked_every_time(
 
 
 def test_the_cache_is_bounded_least_recently_used_first(clock: FakeTimer) -> None:
-    from citegate.identity.principal import Principal
+    from citegate.platform.principal import Principal
 
     small = CredentialCache(max_entries=2, timer=lambda: clock.monotonic, clock=lambda: clock.wall)
     agents = {name: Principal(type="agent", id=name, tenant_id="default") for name in "abc"}

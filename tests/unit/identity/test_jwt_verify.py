@@ -24,7 +24,7 @@ from tests.support.oidc_issuer import (
     sign_jws,
 )
 
-from citegate.identity.jwt_verify import JwksJwtVerifier, JwtError, looks_like_jwt
+from citegate.governance.identity.jwt_verify import JwksJwtVerifier, JwtError, looks_like_jwt
 
 AUDIENCE = "citegate-api"
 # Generated once: RSA key generation is the slow part of these tests.

@@ -15,7 +15,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSPreparedRequest, AWSRequest
 from botocore.credentials import Credentials
 
-from citegate.identity.sigv4 import (
+from citegate.governance.identity.sigv4 import (
     LocalIamIdentity,
     SigV4Error,
     load_local_iam_credentials,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from citegate.ingest.batch import (
+from citegate.knowledge.ingest.batch import (
     INLINE_LIMIT_BYTES,
     BatchState,
     DocumentRef,
@@ -18,7 +18,7 @@ from citegate.ingest.batch import (
     unstash_json,
     unstash_vectors,
 )
-from citegate.ingest.consumer import StartedBatch, pack, task_id_of
+from citegate.knowledge.ingest.consumer import StartedBatch, pack, task_id_of
 
 
 class Blobs:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from citegate.ingest.chunking import ChunkingConfig, chunk_document, iter_headings, slugify
-from citegate.ingest.documents import ChunkedDocument, PageSpan, ParsedDocument
-from citegate.ingest.parsing import parse_document
+from citegate.knowledge.ingest.chunking import ChunkingConfig, chunk_document, iter_headings, slugify
+from citegate.knowledge.ingest.documents import ChunkedDocument, PageSpan, ParsedDocument
+from citegate.knowledge.ingest.parsing import parse_document
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 CONFIG = ChunkingConfig()

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from citegate.ingest.chunking import DEFAULT_CHUNKING, ChunkingConfig, chunk_document, iter_headings
-from citegate.ingest.documents import ChildChunk, ChunkedDocument, ParsedDocument
-from citegate.ingest.parsing import parse_document
+from citegate.knowledge.ingest.chunking import DEFAULT_CHUNKING, ChunkingConfig, chunk_document, iter_headings
+from citegate.knowledge.ingest.documents import ChildChunk, ChunkedDocument, ParsedDocument
+from citegate.knowledge.ingest.parsing import parse_document
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PAGES = sorted(path.name for path in FIXTURES.iterdir() if path.suffix in (".html", ".md", ".mdx"))

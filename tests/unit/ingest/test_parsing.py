@@ -9,7 +9,12 @@ import pytest
 from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen import canvas
 
-from citegate.ingest.parsing import SUPPORTED_MIME_TYPES, ParseError, detect_mime_type, parse_document
+from citegate.knowledge.ingest.parsing import (
+    SUPPORTED_MIME_TYPES,
+    ParseError,
+    detect_mime_type,
+    parse_document,
+)
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from citegate.local import poller as poller_module
-from citegate.local.poller import QueuePoller
+from citegate.runtime import poller as poller_module
+from citegate.runtime.poller import QueuePoller
 
 
 class FakeSqs:

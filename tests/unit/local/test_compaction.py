@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from citegate.local import compaction
-from citegate.local.compaction import Compactor, last_records
-from citegate.local.journal import Journal
+from citegate.runtime import compaction
+from citegate.runtime.compaction import Compactor, last_records
+from citegate.runtime.journal import Journal
 
 TABLE = "citegate-unit-counters"
 

@@ -1,7 +1,7 @@
 """Issue 19: the route table names each route's error family once; the handlers use it and the local
 gateway answers its own refusals (no route, method not allowed, payload too large, the router's) in
 it, so spec 001's paths answer upper-case codes there too. And the gateway answers CORS preflights as
-the deployed public API does (citegate.resources.CORS; the synthesized template is compared in
+the deployed public API does (citegate.platform.resources.CORS; the synthesized template is compared in
 tests/infrastructure/test_cors.py).
 """
 
@@ -13,10 +13,11 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from citegate import resources, routes
-from citegate.local.functions import functions_dir
-from citegate.local.gateway import MAX_PAYLOAD_BYTES, create_app
-from citegate.settings import reset_settings
+from citegate.api import routes
+from citegate.platform import resources
+from citegate.platform.settings import reset_settings
+from citegate.runtime.functions import functions_dir
+from citegate.runtime.gateway import MAX_PAYLOAD_BYTES, create_app
 
 PAGE = "https://docs.example.com"
 

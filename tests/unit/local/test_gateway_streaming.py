@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from citegate import routes
-from citegate.local import gateway
+from citegate.api import routes
+from citegate.runtime import gateway
 
 
 def test_an_iterator_from_a_handler_is_streamed_as_sse(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""Two threads importing a package and its submodule at once (citegate.local.imports).
+"""Two threads importing a package and its submodule at once (citegate.runtime.imports).
 
 The package's `__init__` runs in one thread while another imports its submodule directly, and the
 submodule needs the package: the interleaving of the ingestion consumer's first pass after a
@@ -32,7 +32,7 @@ racesync = types.ModuleType("racesync")
 racesync.in_package, racesync.in_sub = threading.Event(), threading.Event()
 sys.modules["racesync"] = racesync
 if sys.argv[2] == "serialized":
-    from citegate.local.imports import serialize_imports
+    from citegate.runtime.imports import serialize_imports
     serialize_imports()
 outcomes = {}
 
@@ -88,7 +88,7 @@ def test_serialized_imports_load_both_in_turn(tmp_path: Path) -> None:
 
 def test_serialize_imports_is_idempotent_and_keeps_importing() -> None:
     code = (
-        "from citegate.local.imports import imports_serialized, serialize_imports\n"
+        "from citegate.runtime.imports import imports_serialized, serialize_imports\n"
         "import importlib._bootstrap as b\n"
         "assert not imports_serialized()\n"
         "serialize_imports(); first = b._find_and_load; serialize_imports()\n"
@@ -108,7 +108,7 @@ POWERTOOLS = """
 import json, sys, threading
 sys.setswitchinterval(1e-6)
 if sys.argv[1] == "serialized":
-    from citegate.local.imports import serialize_imports
+    from citegate.runtime.imports import serialize_imports
     serialize_imports()
 import aws_lambda_powertools
 start = threading.Barrier(2)

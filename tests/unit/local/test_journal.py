@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from citegate.local.journal import Journal, JournalingMiddleware
+from citegate.runtime.journal import Journal, JournalingMiddleware
 
 S3_AUTH = (
     "AWS4-HMAC-SHA256 Credential=test/20261122/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from citegate import observability
-from citegate.local.journal import Journal, JournalingMiddleware, UnusableBlob, replay
+from citegate.platform import observability
+from citegate.runtime.journal import Journal, JournalingMiddleware, UnusableBlob, replay
 
 S3_AUTH = (
     "AWS4-HMAC-SHA256 Credential=test/20261122/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0"

@@ -10,7 +10,7 @@ import weakref
 from types import SimpleNamespace
 from typing import Any
 
-from citegate.local.aws_endpoint import (
+from citegate.runtime.aws_endpoint import (
     KEPT_DELETED_RECEIPTS,
     RecentSet,
     _install_memory_bounds,

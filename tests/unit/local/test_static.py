@@ -1,4 +1,4 @@
-"""Issue 22: what the local gateway serves beside the API (citegate.local.static): the widget, the
+"""Issue 22: what the local gateway serves beside the API (citegate.runtime.static): the widget, the
 console (single-page, deep links come back to its index, nothing outside its folder) and the
 example documentation site, whose headings carry the anchors citations point at and whose strict
 CSP is the one a careful documentation site would send."""
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from citegate.ingest.chunking import slugify
-from citegate.local import example_site
-from citegate.local.gateway import create_app
+from citegate.knowledge.ingest.chunking import slugify
+from citegate.runtime import example_site
+from citegate.runtime.gateway import create_app
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from citegate.local.stack import LocalStack
-from citegate.observability import logger
-from citegate.search import analysis
-from citegate.settings import Settings
+from citegate.knowledge.search import analysis
+from citegate.platform.observability import logger
+from citegate.platform.settings import Settings
+from citegate.runtime.stack import LocalStack
 
 
 class RecordingEmbedder:

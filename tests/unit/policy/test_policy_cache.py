@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from citegate.policy import store
-from citegate.policy.store import PolicyStore
+from citegate.governance.policy import store
+from citegate.governance.policy.store import PolicyStore
 
 
 class Policies:

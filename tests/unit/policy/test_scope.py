@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from citegate.policy.model import (
+from citegate.governance.policy.model import (
     InvalidPath,
     RequestedScope,
     ScopeGrant,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from citegate.policy.model import Policy, PolicyUpdate
-from citegate.policy.store import keeps_admin
+from citegate.governance.policy.model import Policy, PolicyUpdate
+from citegate.governance.policy.store import keeps_admin
 
 
 def policy(**fields: Any) -> Policy:
@@ -53,7 +53,7 @@ def test_a_policy_body_of_the_wrong_shape_is_a_validation_error_not_a_crash() ->
     import pytest
     from pydantic import ValidationError
 
-    from citegate.policy.model import PolicyUpdate
+    from citegate.governance.policy.model import PolicyUpdate
 
     for tools in (22166907, "*", {"a": 1}, None):
         with pytest.raises(ValidationError):

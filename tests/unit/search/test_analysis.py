@@ -5,8 +5,8 @@ import string
 
 import pytest
 
-from citegate.search import analysis
-from citegate.search.analysis import analyze, index_terms, query_terms, query_text, tokenize
+from citegate.knowledge.search import analysis
+from citegate.knowledge.search.analysis import analyze, index_terms, query_terms, query_text, tokenize
 
 
 def test_english_is_lowercased_split_on_non_word_characters_and_keeps_numbers() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.unit.search import test_embedded_index as emb
 from tests.unit.search import test_opensearch_bodies as osb
 
-from citegate.search.embedded import EmbeddedSearchIndex
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex
 
 
 def test_the_embedded_engine_lists_one_documents_chunks_in_reading_order(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from citegate.search import embedded, fusion
-from citegate.search.base import (
+from citegate.knowledge.search import embedded, fusion
+from citegate.knowledge.search.base import (
     ChunkRecord,
     FusionConfig,
     SearchFilter,
@@ -18,7 +18,7 @@ from citegate.search.base import (
     SearchMode,
     SearchUnavailable,
 )
-from citegate.search.embedded import EmbeddedSearchIndex, prefix_regex
+from citegate.knowledge.search.embedded import EmbeddedSearchIndex, prefix_regex
 
 DIM = 16
 MODES: tuple[SearchMode, ...] = ("hybrid", "lexical", "dense")

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from citegate.search.base import FusionConfig
-from citegate.search.fusion import Fused, canonical, fuse, min_max, min_max_normalise, rrf
+from citegate.knowledge.search.base import FusionConfig
+from citegate.knowledge.search.fusion import Fused, canonical, fuse, min_max, min_max_normalise, rrf
 
 
 def test_min_max_hand_computed() -> None:

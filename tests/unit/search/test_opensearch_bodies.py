@@ -15,9 +15,15 @@ from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
 from opensearchpy.exceptions import ConnectionError, ConnectionTimeout, RequestError, TransportError
 from opensearchpy.serializer import JSONSerializer
 
-from citegate.search import fusion, opensearch
-from citegate.search.base import ChunkRecord, FusionConfig, SearchFilter, SearchIndex, SearchUnavailable
-from citegate.search.opensearch import (
+from citegate.knowledge.search import fusion, opensearch
+from citegate.knowledge.search.base import (
+    ChunkRecord,
+    FusionConfig,
+    SearchFilter,
+    SearchIndex,
+    SearchUnavailable,
+)
+from citegate.knowledge.search.opensearch import (
     OpenSearchIndex,
     bulk_actions,
     chunk_from_source,
@@ -636,7 +642,7 @@ def test_hits_outside_the_filter_are_dropped_and_logged(caplog: pytest.LogCaptur
     mine, other = chunk("A:d1:0"), chunk("B:d1:0", kb_id="B")
     wrong_path = chunk("A:d1:1", path="secret/x.md")
     client = FakeClient({"search": hits((other, 2.0), (wrong_path, 1.5), (mine, 1.0))})
-    with caplog.at_level(logging.ERROR, logger="citegate.search.opensearch"):
+    with caplog.at_level(logging.ERROR, logger="citegate.knowledge.search.opensearch"):
         result = make(client).search(
             query="q", vector=Q, filter=kb("A", path_prefixes=("",)), limit=5, mode="lexical"
         )

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from citegate.ingest.chunking import DEFAULT_CHUNKING, ChunkingConfig, chunk_document
-from citegate.ingest.documents import ParsedDocument
-from citegate.search.base import MAX_CONTEXT_CHARS, ChunkRecord, parent_contexts
+from citegate.knowledge.ingest.chunking import DEFAULT_CHUNKING, ChunkingConfig, chunk_document
+from citegate.knowledge.ingest.documents import ParsedDocument
+from citegate.knowledge.search.base import MAX_CONTEXT_CHARS, ChunkRecord, parent_contexts
 
 
 def record(ref_id: str, text: str, parent_id: str = "d:p0", position: int = 0) -> ChunkRecord:

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from citegate.errors import RateLimited
+from citegate.platform.errors import RateLimited
 
 PUBLIC_IP = "93.184.216.34"  # what "public.test" resolves to; never actually contacted
 

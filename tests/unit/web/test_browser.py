@@ -26,14 +26,14 @@ from tests.unit.web.helpers import (
 )
 from tests.unit.web.pages import State
 
-from citegate.errors import error_code, error_details
-from citegate.models.web import WebReadRequest
-from citegate.policy.model import Policy, WebGrant
-from citegate.settings import Settings
+from citegate.governance.policy.model import Policy, WebGrant
+from citegate.platform.errors import error_code, error_details
+from citegate.platform.settings import Settings
 from citegate.web import WebTimeout
 from citegate.web.browser import BrowserUnavailable, ChromiumRenderer, Rendered, find_browser
 from citegate.web.cache import WebCache
 from citegate.web.reader import InvalidSelector
+from citegate.web.schemas import WebReadRequest
 from citegate.web.service import WebConfig, WebService
 
 POLICY = Policy(principal_key="agent:a1", tenant_id="t", web=WebGrant(enabled=True))
@@ -230,8 +230,8 @@ def test_playwright_is_imported_only_for_wait_for_selector() -> None:
     script = """
 import sys
 from tests.unit.web.pages import serve
-from citegate.models.web import WebReadRequest
-from citegate.policy.model import Policy, WebGrant
+from citegate.web.schemas import WebReadRequest
+from citegate.governance.policy.model import Policy, WebGrant
 from citegate.web.service import WebConfig, WebService
 from tests.unit.web.helpers import MemoryCounters
 with serve() as (base, _):

@@ -9,13 +9,13 @@ import pytest
 from tests.unit.web.helpers import Clock, MemoryCounters, MemoryTable
 from tests.unit.web.pages import State
 
-from citegate.errors import RateLimited
-from citegate.identity.principal import Principal
-from citegate.models.web import WebReadRequest, WebSearchRequest
-from citegate.policy.model import Policy, WebGrant
+from citegate.governance.policy.model import Policy, WebGrant
+from citegate.platform.errors import RateLimited
+from citegate.platform.principal import Principal
 from citegate.web import InvalidUrlFormat, UrlNotAccessible, WebReadFailed, WebSearchFailed, WebTimeout
 from citegate.web.cache import WebCache
 from citegate.web.reader import InvalidSelector
+from citegate.web.schemas import WebReadRequest, WebSearchRequest
 from citegate.web.search import JinaSearch, SearxngSearch, make_provider
 from citegate.web.service import WebConfig, WebService, spec001_code
 

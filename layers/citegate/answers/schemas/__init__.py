@@ -1,0 +1,1 @@
+"""The answers' request and response models: ask, the Answer API, sessions, feedback."""

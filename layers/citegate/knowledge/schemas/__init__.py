@@ -1,0 +1,1 @@
+"""The knowledge's request and response models: knowledge bases, documents, retrieval."""
