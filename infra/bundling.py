@@ -788,8 +788,9 @@ def smoke_functions(folders: Mapping[str, Path], architecture: str, embedder: st
         "    path = pathlib.Path(sys.argv[1]) / name / 'handler.py'\n"
         "    spec = importlib.util.spec_from_file_location(f'handler_{name}', path)\n"
         "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
-        "from citegate import snapstart\n"
-        "snapstart.prime(strict=True)\n"
+        "from citegate.api import snapstart\n"
+        "from citegate.container import services\n"
+        "snapstart.prime(strict=True, services=services)\n"
     )
     failures = []
     for groups, functions in function_groups(embedder).items():

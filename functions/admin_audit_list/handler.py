@@ -26,4 +26,4 @@ def list_audit():  # type: ignore[no-untyped-def]
     return json_response(200, {"records": [r.model_dump() for r in records]})
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

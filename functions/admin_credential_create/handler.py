@@ -18,4 +18,4 @@ def issue(agent_id: str):  # type: ignore[no-untyped-def]
     return json_response(201, issued)
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -17,4 +17,4 @@ def list_credentials(agent_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, {"agent_id": agent_id, "credentials": items})
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -11,4 +11,4 @@ def revoke(agent_id: str, credential_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, services().policies.revoke_credential(agent_id, credential_id))
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -26,4 +26,4 @@ def close_feedback(record_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, record.model_dump(mode="json"))
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

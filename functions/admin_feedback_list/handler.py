@@ -34,4 +34,4 @@ def list_feedback():  # type: ignore[no-untyped-def]
     return json_response(200, {"records": [r.model_dump(mode="json") for r in records]})
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -13,4 +13,4 @@ def list_policies():  # type: ignore[no-untyped-def]
     return json_response(200, {"policies": policies})
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -16,4 +16,4 @@ def get_policy(principal_key: str):  # type: ignore[no-untyped-def]
     return json_response(200, policy.model_dump())
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -38,4 +38,4 @@ def put_policy(principal_key: str):  # type: ignore[no-untyped-def]
     return json_response(200, s.policies.put(policy).model_dump())
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -18,4 +18,4 @@ def create_chat_route():  # type: ignore[no-untyped-def]
     return json_response(201, chat.model_dump())
 
 
-lambda_handler = http_handler(app, family="chat")
+lambda_handler = http_handler(app, services, family="chat")

@@ -15,4 +15,4 @@ def delete_chat_route(chat_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, {"id": chat_id, "deleted": True})
 
 
-lambda_handler = http_handler(app, family="chat")
+lambda_handler = http_handler(app, services, family="chat")

@@ -14,4 +14,4 @@ def get_chat_route(chat_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, chat_detail(services(), call.principal, chat_id))
 
 
-lambda_handler = http_handler(app, family="chat")
+lambda_handler = http_handler(app, services, family="chat")

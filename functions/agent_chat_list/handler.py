@@ -15,4 +15,4 @@ def list_chats_route():  # type: ignore[no-untyped-def]
     return json_response(200, list_chats(services(), call.principal, limit).model_dump())
 
 
-lambda_handler = http_handler(app, family="chat")
+lambda_handler = http_handler(app, services, family="chat")

@@ -22,4 +22,4 @@ def send_message_route(chat_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, turn.reply().model_dump())
 
 
-lambda_handler = sse_handler(app, family="chat")
+lambda_handler = sse_handler(app, services, family="chat")

@@ -16,4 +16,4 @@ def rename_chat_route(chat_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, rename_chat(services(), call.principal, chat_id, body.title).model_dump())
 
 
-lambda_handler = http_handler(app, family="chat")
+lambda_handler = http_handler(app, services, family="chat")

@@ -30,4 +30,4 @@ def create_feedback():  # type: ignore[no-untyped-def]
     return json_response(200, result.model_dump(mode="json"), headers=headers)
 
 
-lambda_handler = http_handler(app, family="answer")
+lambda_handler = http_handler(app, services, family="answer")

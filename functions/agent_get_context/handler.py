@@ -16,4 +16,4 @@ def get_context_tool():  # type: ignore[no-untyped-def]
     return json_response(200, agent_tools.get_context(services(), call, body.task, body.tokenBudget))
 
 
-lambda_handler = http_handler(app, family="answer")
+lambda_handler = http_handler(app, services, family="answer")

@@ -17,4 +17,4 @@ def get_page_tool():  # type: ignore[no-untyped-def]
     return json_response(200, agent_tools.get_page(services(), call, body.path, body.version, body.scope))
 
 
-lambda_handler = http_handler(app, family="answer")
+lambda_handler = http_handler(app, services, family="answer")

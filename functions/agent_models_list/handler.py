@@ -14,4 +14,4 @@ def list_models_route():  # type: ignore[no-untyped-def]
     return json_response(200, list_models(services(), call).model_dump())
 
 
-lambda_handler = http_handler(app, family="chat")
+lambda_handler = http_handler(app, services, family="chat")

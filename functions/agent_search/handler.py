@@ -18,4 +18,4 @@ def search_tool():  # type: ignore[no-untyped-def]
     return json_response(200, agent_tools.search(services(), call, body.query, body.topK))
 
 
-lambda_handler = http_handler(app, family="answer")
+lambda_handler = http_handler(app, services, family="answer")

@@ -21,4 +21,4 @@ def ask_route():  # type: ignore[no-untyped-def]
     return json_response(200, asked.result.model_dump())
 
 
-lambda_handler = http_handler(app, family="answer")
+lambda_handler = http_handler(app, services, family="answer")

@@ -49,4 +49,4 @@ def create_session():  # type: ignore[no-untyped-def]
     return json_response(201, reply.model_dump())
 
 
-lambda_handler = http_handler(app, family="answer")
+lambda_handler = http_handler(app, services, family="answer")

@@ -41,4 +41,4 @@ def add_turn(sessionId: str):  # type: ignore[no-untyped-def]
     return json_response(200, result)
 
 
-lambda_handler = http_handler(app, family="answer")
+lambda_handler = http_handler(app, services, family="answer")

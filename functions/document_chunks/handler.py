@@ -15,4 +15,4 @@ def get_document_chunks(kb_id: str, document_id: str):  # type: ignore[no-untype
     return json_response(200, document_chunks(services(), kb_id, document_id, scope))
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -12,4 +12,4 @@ def delete_document(kb_id: str, document_id: str):  # type: ignore[no-untyped-de
     return json_response(200, s.ingestion.delete_document(kb_id, document_id))
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

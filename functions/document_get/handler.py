@@ -14,4 +14,4 @@ def get_document(kb_id: str, document_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, s.documents.get_in(kb_id, document_id, scope).model_dump())
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

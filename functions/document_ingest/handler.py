@@ -25,4 +25,4 @@ def ingest(kb_id: str):  # type: ignore[no-untyped-def]
     )
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

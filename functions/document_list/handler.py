@@ -14,4 +14,4 @@ def list_documents(kb_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, {"kb_id": kb_id, "documents": [d.model_dump() for d in documents]})
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

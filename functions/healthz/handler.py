@@ -14,4 +14,4 @@ def healthz():  # type: ignore[no-untyped-def]
     return json_response(200 if report["status"] == "ok" else 503, report)
 
 
-lambda_handler = http_handler(app, audited=False)
+lambda_handler = http_handler(app, services, audited=False)

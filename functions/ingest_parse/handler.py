@@ -1,5 +1,6 @@
 """Ingestion workflow step: parse (see citegate/knowledge/ingest/steps.py)."""
 
+from citegate.container import services
 from citegate.knowledge.ingest.handlers import step_handler
 
-lambda_handler = step_handler("parse")
+lambda_handler = step_handler("parse", services)

@@ -34,4 +34,4 @@ def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, outcome.response())
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -16,4 +16,4 @@ def create():  # type: ignore[no-untyped-def]
     return json_response(201, kb.model_dump())
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -14,4 +14,4 @@ def get(kb_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, kb.model_dump())
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -15,4 +15,4 @@ def list_all():  # type: ignore[no-untyped-def]
     return json_response(200, {"knowledge_bases": [kb.model_dump() for kb in kbs]})
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

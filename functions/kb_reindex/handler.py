@@ -21,4 +21,4 @@ def reindex(kb_id: str):  # type: ignore[no-untyped-def]
     return json_response(202, body, headers={"Location": f"/v1/tasks/{task.task_id}"})
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -18,4 +18,4 @@ def resolve_route(kb_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, resolve_refs(s, scope, request.ref_ids).model_dump())
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -33,4 +33,4 @@ def retrieve_route(kb_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, {"results": results, "stats": found.stats})
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

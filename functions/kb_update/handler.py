@@ -16,4 +16,4 @@ def update(kb_id: str):  # type: ignore[no-untyped-def]
     return json_response(200, kb.model_dump())
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -16,4 +16,4 @@ def query():  # type: ignore[no-untyped-def]
     return json_response(200, query_knowledge(services(), call, parse_body(app, KnowledgeQuery)))
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -1,6 +1,7 @@
 """GET /v1/me: the caller's principal and what its policy grants (tools, knowledge bases, writes)."""
 
 from citegate.api.http import authorized, http_handler, json_response, make_resolver
+from citegate.container import services
 
 app = make_resolver()
 
@@ -21,4 +22,4 @@ def me():  # type: ignore[no-untyped-def]
     )
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

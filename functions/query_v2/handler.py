@@ -22,4 +22,4 @@ def query_route():  # type: ignore[no-untyped-def]
     return stream_response(run_query(s, call, s.chat_models, request), failure_events)
 
 
-lambda_handler = sse_handler(app, family="chat")
+lambda_handler = sse_handler(app, services, family="chat")

@@ -23,4 +23,4 @@ def _children(task):  # type: ignore[no-untyped-def]
     return {"children": task.children} if task.children else {}
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -16,4 +16,4 @@ def create_upload(kb_id: str):  # type: ignore[no-untyped-def]
     return json_response(201, s.ingestion.create_upload(call.kb, parse_body(app, UploadRequest)))
 
 
-lambda_handler = http_handler(app)
+lambda_handler = http_handler(app, services)

@@ -20,4 +20,4 @@ def web_read_route():  # type: ignore[no-untyped-def]
     return json_response(200, read.model_dump(exclude_none=True))
 
 
-lambda_handler = http_handler(app, family="chat")
+lambda_handler = http_handler(app, services, family="chat")

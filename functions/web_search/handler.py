@@ -21,4 +21,4 @@ def web_search_route():  # type: ignore[no-untyped-def]
     return json_response(200, found.model_dump(exclude_unset=True))  # read fields only with include_content
 
 
-lambda_handler = http_handler(app, family="chat")
+lambda_handler = http_handler(app, services, family="chat")

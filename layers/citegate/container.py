@@ -292,4 +292,4 @@ def reset_services() -> None:
 if os.environ.get("CITEGATE_RUNTIME") == "aws":
     from citegate.api import snapstart
 
-    snapstart.register()
+    snapstart.register(services)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from citegate.answers.extractive import _quotable
-from citegate.knowledge.citations import answer_sentences, citation_for, excerpt, passage_snippet
+from citegate.answers.validate import answer_sentences
+from citegate.knowledge.citations import citation_for, excerpt, passage_snippet
 from citegate.knowledge.ingest.chunking import chunk_document
 from citegate.knowledge.ingest.parsing import parse_document
 from citegate.knowledge.search.base import ChunkRecord

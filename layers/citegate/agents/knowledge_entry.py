@@ -21,7 +21,7 @@ from citegate.knowledge.retrieval import retrieve
 from citegate.platform.errors import DatasetNotAllowed, SearchUnavailableError
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.agents.ports import AgentTools
     from citegate.knowledge.schemas.kb import KnowledgeBase
 
 UNAVAILABLE_MESSAGE = (
@@ -49,7 +49,7 @@ def is_stats_query(query: str) -> bool:
     return any(re.match(pattern, text) for pattern in _STATS_PATTERNS)
 
 
-def granted_kbs(s: Services, call: Authorized, requested: list[str] | None) -> list[KnowledgeBase]:
+def granted_kbs(s: AgentTools, call: Authorized, requested: list[str] | None) -> list[KnowledgeBase]:
     """The knowledge bases the query reads: all granted ones, or the requested ones, each of which
     must be granted (an unknown one is refused the same way, so existence is not revealed)."""
     if not call.policy.knowledge_bases:
@@ -69,7 +69,7 @@ def granted_kbs(s: Services, call: Authorized, requested: list[str] | None) -> l
     return kbs
 
 
-def _files(s: Services, call: Authorized, kb: KnowledgeBase) -> list[dict[str, Any]]:
+def _files(s: AgentTools, call: Authorized, kb: KnowledgeBase) -> list[dict[str, Any]]:
     """The knowledge base's files the caller may see: granted files inside its scope."""
     scope = call.search_scope(frozenset({kb.kb_id})).to_filter()
     return [
@@ -83,7 +83,7 @@ def _files(s: Services, call: Authorized, kb: KnowledgeBase) -> list[dict[str, A
     ]
 
 
-def query_knowledge(s: Services, call: Authorized, request: KnowledgeQuery) -> dict[str, Any]:
+def query_knowledge(s: AgentTools, call: Authorized, request: KnowledgeQuery) -> dict[str, Any]:
     started = time.perf_counter()
     kbs = granted_kbs(s, call, request.knowledge_bases)
     record = current_call()

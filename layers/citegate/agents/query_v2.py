@@ -22,7 +22,7 @@ from citegate.knowledge.retrieval import Scope, retrieve
 from citegate.platform.errors import CitegateError, SearchUnavailableError
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.agents.ports import AgentTools
     from citegate.knowledge.schemas.kb import KnowledgeBase
 
 INITIALIZING, TOOL_CALL_START, TOOL_CALL_END, CONTENT, REFERENCES, END, ERROR = 201, 301, 302, 1, 204, 0, 22
@@ -35,7 +35,7 @@ def failure_events(code: str, message: str) -> list[Event]:
     return [{"message_type": ERROR, "content": message}, {"message_type": END}]
 
 
-def searchable_kbs(s: Services, call: Authorized) -> list[KnowledgeBase]:
+def searchable_kbs(s: AgentTools, call: Authorized) -> list[KnowledgeBase]:
     """What spec 003's query and spec 001's chats search: every knowledge base the caller may read.
     Neither spec has spec 000's includeWorkingDocs, so a caller whose policy grants working docs
     (`Authorized.working_allowed`: the service token, an agent granted them, a maintainer) searches
@@ -52,7 +52,7 @@ class QueryV2:
     model_id: str | None = None
 
 
-def run_query(s: Services, call: Authorized, registry: ModelRegistry, request: QueryV2) -> Iterator[Event]:
+def run_query(s: AgentTools, call: Authorized, registry: ModelRegistry, request: QueryV2) -> Iterator[Event]:
     """The whole exchange as spec 003 events. Model ids are checked by the caller beforehand."""
     spec = registry.get(request.model_id)
     zh = chinese(request.question)
@@ -119,14 +119,14 @@ def run_query(s: Services, call: Authorized, registry: ModelRegistry, request: Q
     yield {"message_type": END}
 
 
-def _planner(s: Services, registry: ModelRegistry, spec: ModelSpec, request: QueryV2) -> Any:
+def _planner(s: AgentTools, registry: ModelRegistry, spec: ModelSpec, request: QueryV2) -> Any:
     rounds = s.settings.agent_max_retrieval_rounds
     if spec.offline or not spec.tools:
         return OfflinePlanner(rounds, request.top_k)
     return ToolCallingPlanner(registry.client(spec, s.settings.llm_timeout_seconds), rounds, request.top_k)
 
 
-def _run(s: Services, scope: Scope, call: Call, documents: DocumentManager, round_number: int) -> Call:
+def _run(s: AgentTools, scope: Scope, call: Call, documents: DocumentManager, round_number: int) -> Call:
     """One `retrieve_knowledge` call in the caller's scope; a failure is the call's result."""
     if not scope.kb_ids:
         return call  # nothing the caller may read: an empty, successful search

@@ -22,7 +22,7 @@ from citegate.answers.ask import build_evidence
 
 if TYPE_CHECKING:
     from citegate.answers.base import Answerer
-    from citegate.container import Services
+    from citegate.answers.ports import Asking, HasAnswerer
 
 MAX_CONTEXT_DOCUMENTS = 12
 MAX_CONTEXT_PARENTS = 4
@@ -113,14 +113,14 @@ def _extractive() -> Answerer:
     return ExtractiveAnswerer()
 
 
-def offline_answerer(s: Services) -> Answerer:
+def offline_answerer(s: HasAnswerer) -> Answerer:
     """The offline answerer: the service's own when it is offline, the extractive one otherwise."""
     from citegate.answers.openai_chat import OpenAIChatAnswerer
 
     return _extractive() if isinstance(s.answerer, OpenAIChatAnswerer) else s.answerer
 
 
-def summarize_offline(s: Services, question: str, documents: Sequence[Found]) -> Summary:
+def summarize_offline(s: Asking, question: str, documents: Sequence[Found]) -> Summary:
     shown = list(documents[:MAX_CONTEXT_DOCUMENTS])
     valid = {f.index for f in shown}
     gate = MarkerGate(lambda n: n in valid)

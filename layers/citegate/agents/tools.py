@@ -17,10 +17,10 @@ from citegate.knowledge.retrieval import retrieve
 from citegate.platform.errors import DatasetNotAllowed, ForbiddenScope, InvalidRequest, NotFound
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.agents.ports import AgentTools
 
 
-def _kb_ids(s: Services, call: Authorized) -> frozenset[str]:
+def _kb_ids(s: AgentTools, call: Authorized) -> frozenset[str]:
     """The knowledge bases the call may read; none is spec 000's `dataset_not_allowed`, never an
     empty result that reads like "nothing matched"."""
     if not call.policy.knowledge_bases:
@@ -37,7 +37,7 @@ def _kb_ids(s: Services, call: Authorized) -> frozenset[str]:
     return ids
 
 
-def search(s: Services, call: Authorized, query: str, top_k: int) -> dict[str, Any]:
+def search(s: AgentTools, call: Authorized, query: str, top_k: int) -> dict[str, Any]:
     kb_ids = _kb_ids(s, call)
     found = retrieve(s, call.search_scope(kb_ids), query, top_k=top_k)
     results = [
@@ -83,7 +83,7 @@ def page_paths(path: str | None, requested: RequestedScope | None) -> list[str]:
 
 
 def get_page(
-    s: Services,
+    s: AgentTools,
     call: Authorized,
     path: str | None,
     version: str | None,
@@ -164,7 +164,7 @@ def get_page(
     }
 
 
-def get_context(s: Services, call: Authorized, task: str, token_budget: int) -> dict[str, Any]:
+def get_context(s: AgentTools, call: Authorized, task: str, token_budget: int) -> dict[str, Any]:
     """A ContextPack: the most relevant passages with citations that fit the token budget, related
     pages, and what was left out for the budget."""
     kb_ids = _kb_ids(s, call)

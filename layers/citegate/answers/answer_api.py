@@ -34,7 +34,7 @@ from citegate.platform.errors import DatasetNotAllowed, ModelUnavailable
 from citegate.platform.observability import logger
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.answers.ports import AnswerApi
 
 _MARKER = re.compile(r"\[(\d+)\]")
 NO_READABLE_KB = (
@@ -193,7 +193,7 @@ class Asked:
 
 
 def answer_question(
-    s: Services,
+    s: AnswerApi,
     call: Authorized,
     question: str,
     *,
@@ -266,7 +266,7 @@ def answer_question(
 
 
 def _ask(
-    s: Services,
+    s: AnswerApi,
     kb_ids: frozenset[str],
     call: Authorized,
     question: str,

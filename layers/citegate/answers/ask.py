@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from citegate.answers.base import AnswererUnavailable, Draft, Evidence
 from citegate.answers.confidence import Confidence, assess
 from citegate.answers.specific import never_mentioned
-from citegate.answers.validate import Bound, bind
+from citegate.answers.validate import Bound, bind, with_answer_sentences
 from citegate.answers.verify import Verifier, verify_bound
-from citegate.knowledge.citations import citation_for, with_answer_sentences
+from citegate.knowledge.citations import citation_for
 from citegate.knowledge.retrieval import Retrieval, Scope, retrieve
 from citegate.knowledge.schemas.retrieval import AskCitation
 from citegate.knowledge.search.base import Hit
@@ -33,7 +33,8 @@ from citegate.platform.errors import ModelUnavailable
 from citegate.platform.observability import logger
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.answers.ports import Asking
+    from citegate.knowledge.ports import HasParents
 
 NO_ANSWER_TEXT = "I could not find an answer to this question in the knowledge base."
 REASONS = {
@@ -75,7 +76,7 @@ class AskOutcome:
         }
 
 
-def build_evidence(s: Services, hits: Sequence[Hit], max_context_parents: int) -> list[Evidence]:
+def build_evidence(s: HasParents, hits: Sequence[Hit], max_context_parents: int) -> list[Evidence]:
     """Number the hits 1..n; the first `max_context_parents` distinct parents travel as context."""
     chosen: list[tuple[str, str, str]] = []
     for hit in hits:
@@ -108,7 +109,7 @@ def build_evidence(s: Services, hits: Sequence[Hit], max_context_parents: int) -
 
 
 def ask(
-    s: Services,
+    s: Asking,
     scope: Scope,
     question: str,
     *,

@@ -22,7 +22,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -41,13 +41,13 @@ from citegate.platform import resources
 from citegate.platform.dynamo import from_item, is_conditional_failure, to_item, utc_now
 from citegate.platform.errors import Conflict, InvalidRequest, NotFound, StorageUnavailable
 from citegate.platform.observability import logger
+from citegate.platform.ports import Configured, Tables
 from citegate.platform.principal import Principal
 from citegate.platform.settings import from_environ
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-    from citegate.container import Services
 
 KINDS: tuple[Kind, ...] = ("feedback", "improvement_task")
 CALLER_TYPES = ("human", "agent", "service", "anonymous")
@@ -769,7 +769,16 @@ class FeedbackService:
         return closed
 
 
-def build_feedback_service(s: Services) -> FeedbackService:
+class FeedbackSources(Configured, Tables, Protocol):
+    """What `build_feedback_service` builds the service from: the settings and the table."""
+
+
+class HasFeedback(Protocol):
+    @property
+    def feedback(self) -> FeedbackService: ...
+
+
+def build_feedback_service(s: FeedbackSources) -> FeedbackService:
     def dynamodb_client() -> Any:
         import boto3
         from botocore.config import Config
@@ -786,6 +795,6 @@ def build_feedback_service(s: Services) -> FeedbackService:
     )
 
 
-def feedback_service(s: Services) -> FeedbackService:
+def feedback_service(s: HasFeedback) -> FeedbackService:
     """The process's feedback service: the composition root builds and keeps it."""
     return s.feedback

@@ -19,11 +19,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from citegate.answers.base import Draft, Evidence
+from citegate.knowledge.schemas.retrieval import AskCitation, Citation
 
 # [3], [3, 5], [3][5], and a ref id written as a marker: [r_0123abcd...]
 _MARKER = re.compile(r"\[\s*((?:\d{1,3}|r_[0-9a-f]{8,32})(?:\s*,\s*(?:\d{1,3}|r_[0-9a-f]{8,32}))*)\s*\]")
 # A sentence ends at . ! ? (before whitespace) or 。！？, with the markers that follow it.
 _BOUNDARY = re.compile(r"[.!?。！？](?:\s*\[[^\[\]]{1,40}\])*")
+# An answer's citation markers: [1], [1, 3].
+_MARKERS = re.compile(r"\s*\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
 
 
 def split_answer(answer: str) -> list[str]:
@@ -132,3 +135,21 @@ def join_sentences(pieces: Iterable[str]) -> str:
 
 def _clean(text: str) -> str:
     return re.sub(r"[ \t]+([.,;:!?。，；：！？])", r"\1", re.sub(r"[ \t]{2,}", " ", text)).strip()
+
+
+def answer_sentences(answer: str, number: int) -> list[str]:
+    """The sentences of `answer` that cite `[number]`, without their markers."""
+    marker = re.compile(rf"\[\s*(?:\d+\s*,\s*)*{number}(?:\s*,\s*\d+)*\s*\]")
+    found = []
+    for sentence in split_answer(answer):
+        if marker.search(sentence):
+            found.append(" ".join(_MARKERS.sub("", sentence).split()))
+    return found
+
+
+def with_answer_sentences(citations: Sequence[Citation], answer: str) -> list[AskCitation]:
+    """`ask`'s citations: each with the answer sentences bound to it (`[n]` is the n-th)."""
+    return [
+        AskCitation(**c.model_dump(), answer_sentences=answer_sentences(answer, n))
+        for n, c in enumerate(citations, start=1)
+    ]

@@ -30,22 +30,23 @@ from citegate.platform.errors import (
 )
 
 if TYPE_CHECKING:
-    from citegate.container import Services
     from citegate.governance.calls import Authorized
     from citegate.governance.policy.model import RequestedScope
+    from citegate.governance.ports import Governing
 
 
 @dataclass
 class Admission:
     route: routes.Route
     call: Authorized
+    services: Governing  # what the call was admitted with; `govern` checks its scope on the same
     governed: bool = False  # a scoped route's requested scope has been checked
 
 
 _admission: ContextVar[Admission | None] = ContextVar("citegate_admission", default=None)
 
 
-def admit(s: Services, event: dict[str, Any], family: Family) -> dict[str, Any] | None:
+def admit(s: Governing, event: dict[str, Any], family: Family) -> dict[str, Any] | None:
     """Admit the event to its route; None when admitted, else the refusal to answer with."""
     _admission.set(None)
     route = routes.by_key(str(event.get("routeKey") or ""))
@@ -72,7 +73,7 @@ def admit(s: Services, event: dict[str, Any], family: Family) -> dict[str, Any] 
         )
     except CitegateError as refused:
         return refusal(event, family, refused)
-    _admission.set(Admission(route, call))
+    _admission.set(Admission(route, call, s))
     return None
 
 
@@ -89,7 +90,7 @@ def refusal(event: dict[str, Any], family: Family, error: CitegateError) -> dict
     }
 
 
-def _caller_agent(s: Services, event: dict[str, Any]) -> Any:
+def _caller_agent(s: Governing, event: dict[str, Any]) -> Any:
     """Spec 002's caller agent key from the body (`metadata.caller_agent_key`), read leniently: a
     body that is not JSON, or has no key, leaves the caller anonymous (and so refused)."""
     from citegate.governance.identity.authenticate import agent_from_secret
@@ -127,7 +128,7 @@ def admitted() -> Authorized:
     return admission.call
 
 
-def govern_scope(s: Services, requested: RequestedScope | None) -> Authorized:
+def govern_scope(s: Governing, requested: RequestedScope | None) -> Authorized:
     """A scoped route's requested scope, checked against the admitted call; then its write action."""
     from citegate.governance.calls import narrow
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from citegate import __version__
+from citegate.knowledge.ports import HasIndex, HasKbs
+from citegate.platform.ports import Configured
 
-if TYPE_CHECKING:
-    from citegate.container import Services
+
+class Checked(Configured, HasIndex, HasKbs, Protocol):
+    """What /healthz checks: the settings, the search index, the knowledge base table."""
 
 
-def health(s: Services) -> dict[str, Any]:
+def health(s: Checked) -> dict[str, Any]:
     checks: dict[str, Any] = {}
 
     def check(name: str, probe: Any) -> None:

@@ -4,7 +4,8 @@ Handlers stay thin: they declare their route, parse the body into a pydantic mod
 function of the layer and shape the response. Every error leaves here in the decided JSON shape.
 
 Cold start (issue 10: a handler imports in at most 300 ms). Importing a handler imports this
-module, citegate.platform.errors, citegate.container and Powertools' Logger and Metrics, nothing more:
+module, citegate.platform.errors and Powertools' Logger and Metrics, nothing more (the handler
+itself imports the composition root, citegate.container, and hands its `services` to the entry point):
 - `make_resolver` returns a `LazyResolver`: it records the routes declared at import and builds the
   Powertools resolver on the first event (`aws_lambda_powertools.event_handler` imports every
   resolver Powertools has, about as long as all the rest of a handler's imports);
@@ -42,11 +43,15 @@ if TYPE_CHECKING:
 
     from citegate.governance.calls import Authorized, CallRecord
     from citegate.governance.policy.model import RequestedScope
+    from citegate.governance.ports import Governing
     from citegate.platform.principal import Principal
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
 RouteT = TypeVar("RouteT", bound=Callable[..., Any])
 JSON = "application/json"
+# The composition root's `services` (citegate.container), as a handler hands it to its entry point:
+# what the governed call reads, built once per process.
+ServicesFactory = Callable[[], "Governing"]
 
 
 class HasEvent(Protocol):
@@ -319,19 +324,20 @@ def authorized(app: HasEvent) -> Authorized:
 
 def govern(app: HasEvent, *, requested: RequestedScope | None = None) -> Authorized:
     """A scoped route's last checks, with the scope its body asks for: scope subset, then the
-    route's write action (spec 000 6.2's steps 5 and 7; the earlier ones ran at admission)."""
-    from citegate.api.admission import govern_scope
-    from citegate.container import services
+    route's write action (spec 000 6.2's steps 5 and 7; the earlier ones ran at admission), on the
+    services the call was admitted with."""
+    from citegate.api.admission import current, govern_scope
 
-    return govern_scope(services(), requested)
+    return govern_scope(current().services, requested)
 
 
 def http_handler(
-    app: LazyResolver, *, audited: bool = True, family: Family = "v1"
+    app: LazyResolver, services: ServicesFactory, *, audited: bool = True, family: Family = "v1"
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda entry point for a resolver: request-id logging, tracing, metrics, admission
     (who may call the route, before its body is read) and the audit record of the call (a call
-    that cannot be audited answers 503 audit_unavailable)."""
+    that cannot be audited answers 503 audit_unavailable). `services` is the composition root's
+    (citegate.container.services), called once per request."""
 
     @logged
     @traced
@@ -339,8 +345,6 @@ def http_handler(
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if not audited:
             return app.resolve(event, context)
-        from citegate.container import services
-
         s = services()
         record, refused = admit_event(s, event, family)
         if refused is not None:

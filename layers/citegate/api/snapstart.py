@@ -22,16 +22,22 @@ import importlib.util
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 _registered = False
+# The composition root's `services` (citegate.container hands it over when it registers): the
+# warm-ups build the clients and the model through it, as the first request would.
+_services: Callable[[], Any] | None = None
 
 
-def register() -> bool:
+def register(services: Callable[[], Any] | None = None) -> bool:
     """Run `prime` before Lambda snapshots this environment; True where the runtime offers the hook.
     Idempotent: every handler's import may call it."""
-    global _registered
+    global _registered, _services
+    if services is not None:
+        _services = services
     if _registered:
         return True
     try:
@@ -43,11 +49,15 @@ def register() -> bool:
     return True
 
 
-def prime(*, strict: bool = False) -> dict[str, float]:
+def prime(*, strict: bool = False, services: Callable[[], Any] | None = None) -> dict[str, float]:
     """Warm what the first request would: each step timed, a failing step logged and skipped (a
     step that cannot warm must not fail the version's publication; its work then happens on the
     first request as it would without SnapStart). `strict` raises instead: the layer build's
-    per-function smoke test (infra/bundling.py) runs it to prove each request path loads."""
+    per-function smoke test (infra/bundling.py) runs it to prove each request path loads.
+    `services`: the composition root's, when `register` did not hand it over."""
+    global _services
+    if services is not None:
+        _services = services
     timings: dict[str, float] = {}
     for name, step in steps():
         started = time.perf_counter()
@@ -88,11 +98,10 @@ def _admission() -> None:
     """The path every governed request takes: admission, governance, the audit and policy tables'
     clients (botocore loads the DynamoDB service model here: the bulk of a first call)."""
     from citegate.api.admission import admit  # noqa: F401
-    from citegate.container import services
     from citegate.governance.calls import begin_call  # noqa: F401 - imported for its module load
     from citegate.platform import resources
 
-    s = services()
+    s = _built()
     for shape in (resources.AUDIT, resources.POLICIES, resources.KBS, resources.COUNTERS):
         s.table(shape)
 
@@ -100,11 +109,16 @@ def _admission() -> None:
 def _embedder() -> None:
     """The offline model's weights, loaded and run once (the inner model: the cache would read
     DynamoDB)."""
-    from citegate.container import services
-
-    embedder = services().embedder
+    embedder = _built().embedder
     inner = getattr(embedder, "inner", embedder)
     inner.embed_query("snapshot warm-up")
+
+
+def _built() -> Any:
+    """The process's services, through the factory the composition root handed over."""
+    if _services is None:
+        raise RuntimeError("snapstart: no services to warm (register(services) or prime(services=...))")
+    return _services()
 
 
 def _authenticator() -> None:

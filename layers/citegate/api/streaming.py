@@ -33,7 +33,7 @@ from citegate.platform.observability import logged, logger, metrics, traced
 if TYPE_CHECKING:  # imported on first use, as in citegate.api.http (cold start)
     from aws_lambda_powertools.event_handler import Response
 
-    from citegate.api.http import LazyResolver
+    from citegate.api.http import LazyResolver, ServicesFactory
     from citegate.governance.calls import CallRecord
 
 Event = dict[str, Any]
@@ -194,15 +194,15 @@ def _close_unsent(pending: PendingStream) -> None:
         close()
 
 
-def sse_handler(app: LazyResolver, *, family: Family) -> Callable[[dict[str, Any], Any], Any]:
+def sse_handler(
+    app: LazyResolver, services: ServicesFactory, *, family: Family
+) -> Callable[[dict[str, Any], Any], Any]:
     """The Lambda entry point of a streaming route (compare citegate.api.http.http_handler)."""
 
     @logged
     @traced
     @metrics.log_metrics
     def lambda_handler(event: dict[str, Any], context: Any) -> Any:
-        from citegate.container import services
-
         s = services()
         record, refused = admit_event(s, event, family)
         if refused is not None:

@@ -37,7 +37,7 @@ from citegate.platform.observability import logger
 from citegate.platform.principal import Principal
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.governance.ports import Governing
 
 
 @dataclass
@@ -117,7 +117,7 @@ def current_call() -> CallRecord:
     return record
 
 
-def end_call(s: Services, record: CallRecord, status: int, error: str | None) -> None:
+def end_call(s: Governing, record: CallRecord, status: int, error: str | None) -> None:
     """Write the call's audit record; raises AuditUnavailable if it cannot be written."""
     decision = "allow" if status < 400 else ("error" if status >= 500 else "deny")
     try:
@@ -165,7 +165,7 @@ KB_READ_MAX_AGE = 5.0
 
 
 def admit(
-    s: Services,
+    s: Governing,
     principal: Principal,
     tool: str,
     *,
@@ -225,7 +225,7 @@ def _refuse_anonymous(principal: Principal, tool: str) -> None:
 
 
 def narrow(
-    s: Services, call: Authorized, requested: RequestedScope | None, *, write: WriteAction | None = None
+    s: Governing, call: Authorized, requested: RequestedScope | None, *, write: WriteAction | None = None
 ) -> Authorized:
     """Step 5 with the scope the body asks for (a request, never a grant), then step 7."""
     record = current_call()
@@ -239,7 +239,7 @@ def narrow(
 
 
 def authorize(
-    s: Services,
+    s: Governing,
     principal: Principal,
     tool: str,
     *,
@@ -264,7 +264,7 @@ def _effective(requested: RequestedScope | None, policy: Policy, working_allowed
         raise ForbiddenScope(str(error)) from error
 
 
-def _dataset(s: Services, call: Authorized, kb_id: str, write: WriteAction | None) -> KnowledgeBase:
+def _dataset(s: Governing, call: Authorized, kb_id: str, write: WriteAction | None) -> KnowledgeBase:
     """6. The knowledge base: granted, and approved unless working docs are."""
     # A read may check a copy of the knowledge base up to KB_READ_MAX_AGE old; a write reads it.
     kb = s.kbs.get(
@@ -279,7 +279,7 @@ def _dataset(s: Services, call: Authorized, kb_id: str, write: WriteAction | Non
     return kb
 
 
-def _write_action(s: Services, call: Authorized, write: WriteAction) -> None:
+def _write_action(s: Governing, call: Authorized, write: WriteAction) -> None:
     """7. The write action; before anything changes, the call's audit record exists."""
     if not call.policy.allows_write(write):
         raise ForbiddenAction(
@@ -288,7 +288,7 @@ def _write_action(s: Services, call: Authorized, write: WriteAction) -> None:
     _write_pending(s, current_call())
 
 
-def readable_kbs(s: Services, authorized: Authorized, *, include_working: bool) -> list[KnowledgeBase]:
+def readable_kbs(s: Governing, authorized: Authorized, *, include_working: bool) -> list[KnowledgeBase]:
     """Every knowledge base the caller may read: approved ones, working ones when granted and asked."""
     policy = authorized.policy
     allowed = []
@@ -300,7 +300,7 @@ def readable_kbs(s: Services, authorized: Authorized, *, include_working: bool) 
     return allowed
 
 
-def _rate_limit(s: Services, principal: Principal, policy: Policy, source_ip: str | None) -> None:
+def _rate_limit(s: Governing, principal: Principal, policy: Policy, source_ip: str | None) -> None:
     """The principal's limit (its policy's), or for anonymous callers, who are all one principal,
     a limit per client address under a site-wide ceiling (settings); and the per-address limit of
     every caller. One call counts against all of them or none (citegate.governance.ratelimit)."""
@@ -325,7 +325,7 @@ def _budget_key(principal: Principal) -> str:
     return f"tokens:{principal.tenant_id}:{principal.type}:{principal.id}"
 
 
-def _check_token_budget(s: Services, principal: Principal, policy: Policy) -> None:
+def _check_token_budget(s: Governing, principal: Principal, policy: Policy) -> None:
     budget = policy.token_budget_per_day
     if budget is not None and s.counters.current(_budget_key(principal), TOKEN_WINDOW_SECONDS) >= budget:
         window_end = (int(time.time() // TOKEN_WINDOW_SECONDS) + 1) * TOKEN_WINDOW_SECONDS
@@ -344,13 +344,13 @@ def estimate_tokens(*texts: str) -> int:
     return total
 
 
-def charge_tokens(s: Services, principal: Principal, tokens: int) -> None:
+def charge_tokens(s: Governing, principal: Principal, tokens: int) -> None:
     """Record what an answer cost against the principal's daily token budget."""
     if tokens > 0:
         s.counters.add(_budget_key(principal), tokens, TOKEN_WINDOW_SECONDS)
 
 
-def _write_pending(s: Services, record: CallRecord) -> None:
+def _write_pending(s: Governing, record: CallRecord) -> None:
     """Before a call changes anything, its audit record must exist."""
     if record.pending_written:
         return

@@ -12,10 +12,10 @@ from citegate.platform.errors import Forbidden, KbExists
 from citegate.platform.principal import Principal
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.knowledge.ports import HasKbs
 
 
-def create_kb(s: Services, request: CreateKbRequest, caller: Principal) -> KnowledgeBase:
+def create_kb(s: HasKbs, request: CreateKbRequest, caller: Principal) -> KnowledgeBase:
     tenant = request.tenant_id or caller.tenant_id
     if tenant != caller.tenant_id:
         raise Forbidden(
@@ -46,14 +46,14 @@ def create_kb(s: Services, request: CreateKbRequest, caller: Principal) -> Knowl
     raise KbExists(f"could not find a free id for {request.name!r}; give kb_id explicitly")
 
 
-def get_kb(s: Services, kb_id: str, caller: Principal) -> KnowledgeBase:
+def get_kb(s: HasKbs, kb_id: str, caller: Principal) -> KnowledgeBase:
     return s.kbs.get(kb_id, tenant_id=caller.tenant_id)
 
 
-def list_kbs(s: Services, caller: Principal) -> list[KnowledgeBase]:
+def list_kbs(s: HasKbs, caller: Principal) -> list[KnowledgeBase]:
     return s.kbs.list(caller.tenant_id)
 
 
-def update_kb(s: Services, kb_id: str, request: UpdateKbRequest, caller: Principal) -> KnowledgeBase:
+def update_kb(s: HasKbs, kb_id: str, request: UpdateKbRequest, caller: Principal) -> KnowledgeBase:
     s.kbs.get(kb_id, tenant_id=caller.tenant_id)
     return s.kbs.update(kb_id, request.model_dump(exclude_none=True))

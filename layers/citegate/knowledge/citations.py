@@ -17,8 +17,8 @@ It is a function of the chunk alone, so the same ref always shows the same snipp
 that no answerer quotes are left out: a first unit that starts inside a sentence (lower case or a
 continuation mark) and a last unit without a sentence end that is not a list item; so a sentence
 the extractive answerer quotes from `own_section` is in the snippet. `ask` adds to each citation
-the answer sentences bound to it (`answer_sentences`); `excerpt` shortens a snippet for a narrow
-display around them, in whole sentences.
+the answer sentences bound to it (citegate.answers.validate.answer_sentences); `excerpt` shortens
+a snippet for a narrow display around them, in whole sentences.
 """
 
 from __future__ import annotations
@@ -27,15 +27,14 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from citegate.answers.validate import split_answer
 from citegate.knowledge.ingest.chunking import iter_headings
-from citegate.knowledge.schemas.retrieval import AskCitation, Citation, ResolveRefsResponse
+from citegate.knowledge.schemas.retrieval import Citation, ResolveRefsResponse
 from citegate.knowledge.search.base import ChunkRecord, SearchFilter, SearchUnavailable, chunks_in
 from citegate.platform.errors import SearchUnavailableError
 from citegate.platform.observability import logger
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.knowledge.ports import HasIndex
 
 SNIPPET_CHARS = 300
 # A chunk's own section is shown whole up to this length (children are at most ~500 characters), so
@@ -52,8 +51,6 @@ _UNIT_LINE = re.compile(r"[ \t]*(?:[-*•#>+]|\d{1,3}[.)]\s)")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*•+]|\d{1,3}[.)])\s+")
 # A leading piece longer than this is kept: an answerer may cut a long unit into quotable pieces.
 MAX_LEADING_PIECE = 200
-# An answer's citation markers: [1], [1, 3].
-_MARKERS = re.compile(r"\s*\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -131,24 +128,6 @@ def passage_snippet(section: str, limit: int = SECTION_SNIPPET_CHARS) -> str:
     end = _trailing_piece(text)
     own = text[start:end].strip() if start < end else ""
     return snippet(own or text, limit)
-
-
-def answer_sentences(answer: str, number: int) -> list[str]:
-    """The sentences of `answer` that cite `[number]`, without their markers."""
-    marker = re.compile(rf"\[\s*(?:\d+\s*,\s*)*{number}(?:\s*,\s*\d+)*\s*\]")
-    found = []
-    for sentence in split_answer(answer):
-        if marker.search(sentence):
-            found.append(" ".join(_MARKERS.sub("", sentence).split()))
-    return found
-
-
-def with_answer_sentences(citations: Sequence[Citation], answer: str) -> list[AskCitation]:
-    """`ask`'s citations: each with the answer sentences bound to it (`[n]` is the n-th)."""
-    return [
-        AskCitation(**c.model_dump(), answer_sentences=answer_sentences(answer, n))
-        for n, c in enumerate(citations, start=1)
-    ]
 
 
 def _sentences(text: str) -> list[str]:
@@ -241,7 +220,7 @@ def citation_for(chunk: ChunkRecord) -> Citation:
     )
 
 
-def resolve_refs(s: Services, scope: SearchFilter, ref_ids: Sequence[str]) -> ResolveRefsResponse:
+def resolve_refs(s: HasIndex, scope: SearchFilter, ref_ids: Sequence[str]) -> ResolveRefsResponse:
     wanted = list(dict.fromkeys(ref_ids))
     try:
         chunks = chunks_in(s.index, scope, wanted)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.knowledge.ports import ChunkSources
     from citegate.knowledge.search.base import SearchFilter
 
 # The chunker makes ~500-character children, so this is a document of about 2.5 million characters;
@@ -17,7 +17,7 @@ MAX_CHILDREN = 5000
 PARENT_FIELDS = ("parent_id", "index", "heading", "heading_path", "anchor", "page", "text")
 
 
-def document_chunks(s: Services, kb_id: str, document_id: str, scope: SearchFilter) -> dict[str, Any]:
+def document_chunks(s: ChunkSources, kb_id: str, document_id: str, scope: SearchFilter) -> dict[str, Any]:
     """Parents and children of a document inside `scope`; a document outside it is 404
     document_not_found, exactly like a missing one (the same rule as `GET .../documents/{id}`)."""
     record = s.documents.get_in(kb_id, document_id, scope)

@@ -22,7 +22,7 @@ from citegate.platform.errors import SearchUnavailableError
 from citegate.platform.observability import logger
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.knowledge.ports import Retrieving
 
 MAX_CANDIDATES = 200
 # Min-max fusion's weight on BM25 per embedding model, tuned on SciFact dev with the service's BM25
@@ -81,7 +81,7 @@ def fusion_for(model_id: str | None, lexical_weight: float | None = None) -> Fus
 
 
 def retrieve(
-    s: Services,
+    s: Retrieving,
     scope: Scope,
     query: str,
     *,

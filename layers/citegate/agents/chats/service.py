@@ -60,7 +60,7 @@ from citegate.platform.principal import Principal
 from citegate.web.schemas import WebSearchRequest, WebSearchResultItem
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.agents.ports import Chatting
 
 Event = dict[str, Any]
 
@@ -161,18 +161,18 @@ def message_view(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def create_chat(
-    s: Services, principal: Principal, title: str | None, idempotency_key: str | None = None
+    s: Chatting, principal: Principal, title: str | None, idempotency_key: str | None = None
 ) -> Chat:
     chat, _ = s.chats.create(owner_key(principal), title, idempotency_key=idempotency_key)
     current_call().note(session_id=chat["chat_id"])
     return chat_view(chat)
 
 
-def list_chats(s: Services, principal: Principal, limit: int = 100) -> ChatList:
+def list_chats(s: Chatting, principal: Principal, limit: int = 100) -> ChatList:
     return ChatList(items=[chat_view(item) for item in s.chats.list_chats(owner_key(principal), limit)])
 
 
-def chat_detail(s: Services, principal: Principal, chat_id: str) -> dict[str, Any]:
+def chat_detail(s: Chatting, principal: Principal, chat_id: str) -> dict[str, Any]:
     owner = owner_key(principal)
     chat = s.chats.require(owner, chat_id)
     current_call().note(session_id=chat_id)
@@ -182,17 +182,17 @@ def chat_detail(s: Services, principal: Principal, chat_id: str) -> dict[str, An
     return shown
 
 
-def rename_chat(s: Services, principal: Principal, chat_id: str, title: str) -> Chat:
+def rename_chat(s: Chatting, principal: Principal, chat_id: str, title: str) -> Chat:
     current_call().note(session_id=chat_id)
     return chat_view(s.chats.rename(owner_key(principal), chat_id, title))
 
 
-def delete_chat(s: Services, principal: Principal, chat_id: str) -> None:
+def delete_chat(s: Chatting, principal: Principal, chat_id: str) -> None:
     current_call().note(session_id=chat_id)
     s.chats.delete(owner_key(principal), chat_id)
 
 
-def list_models(s: Services, call: Authorized) -> ChatModelList:
+def list_models(s: Chatting, call: Authorized) -> ChatModelList:
     registry = s.chat_models
     items = []
     for spec in registry.models():
@@ -291,7 +291,7 @@ class Turn:
 
     def __init__(
         self,
-        s: Services,
+        s: Chatting,
         call: Authorized,
         chat: dict[str, Any],
         spec: ModelSpec,
@@ -526,7 +526,7 @@ class Turn:
 
 
 def start_turn(
-    s: Services, call: Authorized, chat_id: str, body: MessageBody, idempotency_key: str | None = None
+    s: Chatting, call: Authorized, chat_id: str, body: MessageBody, idempotency_key: str | None = None
 ) -> Turn:
     """Check the model and the chat, store the user's message; the answer comes from the Turn.
     Everything refused here is refused before a stream starts (a plain JSON error)."""

@@ -15,10 +15,10 @@ from citegate.platform.errors import Forbidden, Unauthorized
 from citegate.platform.principal import Principal, anonymous
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.governance.ports import Identifying
 
 
-def resolve_principal(event: dict[str, Any], s: Services) -> Principal:
+def resolve_principal(event: dict[str, Any], s: Identifying) -> Principal:
     authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
     iam = authorizer.get("iam")
     if iam:

@@ -7,17 +7,20 @@ the runtime imports the handler, so a cold start's import stays small (the bar i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from citegate.container import services
 from citegate.platform.observability import logged, traced
+
+if TYPE_CHECKING:
+    from citegate.knowledge.ports import Ingestion
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 STEPS = ("parse", "chunk", "embed", "index", "finalize", "mark_failed")
 
 
-def step_handler(step: str) -> Handler:
-    """The handler that runs `citegate.knowledge.ingest.steps.<step>` on the state machine's input."""
+def step_handler(step: str, services: Callable[[], Ingestion]) -> Handler:
+    """The handler that runs `citegate.knowledge.ingest.steps.<step>` on the state machine's input,
+    with the composition root's `services` (citegate.container), called once per event."""
     if step not in STEPS:
         raise ValueError(f"unknown ingestion step {step!r}")
 

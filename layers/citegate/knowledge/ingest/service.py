@@ -38,7 +38,7 @@ from citegate.platform.observability import logger
 from citegate.platform.principal import Principal
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.knowledge.ports import Ingestion
 
 # Documents sent in the request body; anything larger is uploaded first (presigned PUT).
 INLINE_FIELDS = frozenset({"text", "base64_file"})
@@ -104,7 +104,7 @@ class Source:
 
 
 class IngestionService:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Ingestion) -> None:
         self._s = services
 
     # -- accepting ---------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from citegate.platform import ids
 from citegate.platform.observability import logger
 
 if TYPE_CHECKING:
-    from citegate.container import Services
+    from citegate.knowledge.ports import Ingestion
     from citegate.knowledge.schemas.documents import DocumentRecord
     from citegate.knowledge.search.base import ChunkRecord
 
@@ -43,7 +43,7 @@ _Result = TypeVar("_Result")
 
 
 def _each_at_once(
-    s: Services, call: Callable[[_Item], _Result], items: Sequence[_Item]
+    s: Ingestion, call: Callable[[_Item], _Result], items: Sequence[_Item]
 ) -> list[_Result | Exception]:
     """`call` on every item; in the items' order, each result or the exception its call raised
     (the caller decides which failures are the document's own).
@@ -89,7 +89,7 @@ def _error_code(error: Exception) -> str:
     return str(response.get("Error", {}).get("Code", ""))
 
 
-def _records(s: Services, state: BatchState) -> dict[tuple[str, str], DocumentRecord]:
+def _records(s: Ingestion, state: BatchState) -> dict[tuple[str, str], DocumentRecord]:
     return ledger.find_documents(s, [(d.kb_id, d.document_id) for d in state.documents])
 
 
@@ -98,7 +98,7 @@ STORED_MISSING = "the stored document is missing; ingest it again"
 STORED_ALTERED = "the stored document does not match its hash; ingest it again"
 
 
-def parse(s: Services, event: StepEvent) -> StepEvent:
+def parse(s: Ingestion, event: StepEvent) -> StepEvent:
     from citegate.knowledge.ingest.parsing import ParseError, parse_document
 
     state = BatchState.model_validate(event)
@@ -190,7 +190,7 @@ def _chunks_of(document_id: str, parsed: dict[str, Any]) -> dict[str, Any]:
     return {"title": parsed["title"], "parents": parents, "children": children}
 
 
-def chunk(s: Services, event: StepEvent) -> StepEvent:
+def chunk(s: Ingestion, event: StepEvent) -> StepEvent:
     state = BatchState.model_validate(event)
     parsed = unstash_json(s, state.parsed)
     chunks: dict[str, Any] = {}
@@ -210,7 +210,7 @@ def chunk(s: Services, event: StepEvent) -> StepEvent:
     return state.dump()
 
 
-def embed(s: Services, event: StepEvent) -> StepEvent:
+def embed(s: Ingestion, event: StepEvent) -> StepEvent:
     """One embedding call for every child of the batch (the cache skips unchanged text)."""
     state = BatchState.model_validate(event)
     chunks = unstash_json(s, state.chunks)
@@ -225,7 +225,7 @@ def embed(s: Services, event: StepEvent) -> StepEvent:
     return state.dump()
 
 
-def index(s: Services, event: StepEvent) -> StepEvent:
+def index(s: Ingestion, event: StepEvent) -> StepEvent:
     """Parents to the parent store, then every document's children to the index in one commit."""
     from citegate.knowledge.search.base import ChunkRecord
 
@@ -303,7 +303,7 @@ def index(s: Services, event: StepEvent) -> StepEvent:
 
 
 def _upsert(
-    s: Services, state: BatchState, upserts: Sequence[tuple[DocumentRef, list[ChunkRecord]]]
+    s: Ingestion, state: BatchState, upserts: Sequence[tuple[DocumentRef, list[ChunkRecord]]]
 ) -> set[str]:
     """Index the batch with one commit where the engine can; returns the task ids indexed."""
     if not upserts:
@@ -326,7 +326,7 @@ def _upsert(
     return indexed
 
 
-def _record_failures(s: Services, failed: Sequence[FailedDocument]) -> None:
+def _record_failures(s: Ingestion, failed: Sequence[FailedDocument]) -> None:
     """A failure never overrides a finished outcome (another delivery may have finished the task)."""
     changed = ledger.update_tasks(s, {f.task_id: {"status": "failed", "error": f.error} for f in failed})
     failing = [f for f in failed if f.task_id in changed]
@@ -350,7 +350,7 @@ def _raise_first(outcomes: Sequence[object]) -> None:
             raise outcome
 
 
-def finalize(s: Services, event: StepEvent) -> StepEvent:
+def finalize(s: Ingestion, event: StepEvent) -> StepEvent:
     state = BatchState.model_validate(event)
     succeeded: dict[str, dict[str, Any]] = {}
 
@@ -379,7 +379,7 @@ def _counts(document: DocumentRef) -> dict[str, int]:
     return {"parents": document.parents, "children": document.children}
 
 
-def mark_failed(s: Services, event: StepEvent) -> StepEvent:
+def mark_failed(s: Ingestion, event: StepEvent) -> StepEvent:
     """The Catch: a step failed for the whole batch; its documents fail with the step's reason."""
     state = BatchState.model_validate(event)
     reason = failure_reason(state.error or {})
