@@ -1,7 +1,7 @@
 """The authorizer function, as the gateway runs it, keeps accepted agent tokens: one credentials
 table read for many requests, and a revocation through the admin route still applies to the very
 next request in this process (PolicyStore.revoke_credential forgets the credential). The 60 s bound
-for revocations made elsewhere is tests/unit/identity/test_credential_cache.py's."""
+for revocations made elsewhere is tests/unit/governance/identity/test_credential_cache.py's."""
 
 from __future__ import annotations
 

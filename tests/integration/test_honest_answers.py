@@ -15,7 +15,7 @@ from citegate.answers.openai_chat import OpenAIChatAnswerer
 from citegate.runtime.gateway import create_app
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.conftest import SAMPLES, ingest
-from tests.unit.answering.test_honest_extractive import KUNORA
+from tests.unit.answers.test_honest_extractive import KUNORA
 
 PROJECT = "kunora-kgent"
 PATH = "docs/kunora-kgent"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.search import test_embedded_index as emb
-from tests.unit.search import test_opensearch_bodies as osb
+from tests.unit.knowledge.search import test_embedded_index as emb
+from tests.unit.knowledge.search import test_opensearch_bodies as osb
 
 from citegate.knowledge.search.embedded import EmbeddedSearchIndex
 

@@ -16,7 +16,7 @@ from citegate.knowledge.ingest.parsing import (
     parse_document,
 )
 
-SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+SAMPLES = Path(__file__).resolve().parents[4] / "samples"
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
 
 

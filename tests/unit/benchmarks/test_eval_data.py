@@ -16,7 +16,7 @@ import pytest
 
 from citegate.clients.evaluation.dataset import load_dataset, read_jsonl
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "benchmarks" / "data"
 # Folders that are not the project's own files (environments, caches, build output, git).
 SKIP = {".git", ".venv", ".cache", "cdk.out", "bench-results", "eval-results", "node_modules", "__pycache__"}

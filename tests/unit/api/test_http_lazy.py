@@ -16,7 +16,7 @@ from citegate.api import routes
 from citegate.api.http import json_response, make_resolver, parse_body
 from citegate.platform.errors import KbNotFound
 
-FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+FUNCTIONS = Path(__file__).resolve().parents[3] / "functions"
 HEAVY = (
     "pydantic",
     "aws_lambda_powertools.event_handler",

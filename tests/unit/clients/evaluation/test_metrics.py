@@ -1,4 +1,5 @@
-"""What the layer's metrics add to the harness's (tests/unit/test_eval_metrics.py pins the formulas)."""
+"""What the layer's metrics add to the harness's (tests/unit/benchmarks/test_eval_metrics.py pins the
+formulas)."""
 
 from __future__ import annotations
 

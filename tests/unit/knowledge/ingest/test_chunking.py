@@ -10,7 +10,7 @@ from citegate.knowledge.ingest.chunking import ChunkingConfig, chunk_document, i
 from citegate.knowledge.ingest.documents import ChunkedDocument, PageSpan, ParsedDocument
 from citegate.knowledge.ingest.parsing import parse_document
 
-SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+SAMPLES = Path(__file__).resolve().parents[4] / "samples"
 CONFIG = ChunkingConfig()
 
 SENTENCES = [

@@ -15,7 +15,7 @@ from citegate.knowledge.ingest.chunking import chunk_document
 from citegate.knowledge.ingest.parsing import parse_document
 from citegate.knowledge.search.base import ChunkRecord
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 # A child of solar-system.md as the chunker cut it: it starts inside a sentence (the overlap with
 # the child before) and stops at a word.
 MARS = (

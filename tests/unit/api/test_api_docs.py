@@ -9,7 +9,7 @@ import pytest
 
 from citegate.api import routes
 
-API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+API_MD = Path(__file__).resolve().parents[3] / "docs" / "api.md"
 
 
 @pytest.fixture(scope="module")
