@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import grimp
-
 from tools.layer_shape import LAYER, strongly_connected, top_level_entries
 
 ROOT = Path(__file__).resolve().parents[2]

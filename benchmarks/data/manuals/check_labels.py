@@ -23,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 COUNTS = {"answerable": 60, "unanswerable": 30, "off_topic": 10}
-# What `citegate ingest <root>` reads (layers/citegate/cli.py INGEST_SUFFIXES).
+# What `citegate ingest <root>` reads (layers/citegate/clients/cli.py INGEST_SUFFIXES).
 INGESTED_SUFFIXES = {".md", ".markdown", ".txt", ".text", ".pdf", ".html", ".htm"}
 # Block-level tags end a run of text: stripping them must not glue two words together.
 BLOCK_TAGS = {
