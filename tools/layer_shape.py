@@ -2,13 +2,18 @@
 import cycle (strongly connected component of the module import graph, grimp's, which
 import-linter checks the contracts on; imports under `if TYPE_CHECKING:` and inside functions count).
 
-    uv run --frozen python tools/layer_shape.py [--members]
+    uv run --frozen python tools/layer_shape.py [--members] [--rev REV]
+
+`--rev c9c8791` measures the layer as it was at that commit (extracted with git archive into a
+temporary folder; a namespace package there is given an empty __init__.py so that grimp sees it).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import grimp
@@ -72,12 +77,28 @@ def strongly_connected(graph: grimp.ImportGraph) -> list[set[str]]:
     return components
 
 
+def _extract(rev: str, folder: Path) -> Path:
+    archive = subprocess.run(
+        ["git", "archive", rev, "layers/citegate"], cwd=LAYER.parents[1], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    layer = folder / "layers" / "citegate"
+    for package in layer.rglob("*"):
+        if package.is_dir() and any(package.glob("*.py")) and not (package / "__init__.py").exists():
+            (package / "__init__.py").touch()
+            print(f"note: {package.relative_to(layer)}/ is a namespace package at {rev}: given __init__.py")
+    return layer
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", action="store_true", help="list the largest cycle's modules")
     parser.add_argument("--layer", type=Path, default=LAYER, help="another copy of layers/citegate")
+    parser.add_argument("--rev", help="measure layers/citegate as it was at this commit")
     args = parser.parse_args(argv)
     layer: Path = args.layer.resolve()
+    if args.rev:
+        layer = _extract(args.rev, Path(tempfile.mkdtemp(prefix="layer-shape-")))
     # grimp sees a folder only if it has an __init__.py: a namespace package would drop out unseen.
     namespace = [
         p.name
