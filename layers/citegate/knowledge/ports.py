@@ -61,10 +61,17 @@ class ChunkSources(HasDocuments, HasIndex, HasParents, Protocol):
     """What the chunk viewer (`document_chunks`) reads."""
 
 
+class Starting(Tables, Aws, Protocol):
+    """What the queue's consumer (`ingest.consumer`) reads: the task and document tables, and the
+    Step Functions client and state machine it starts executions on."""
+
+    @property
+    def state_machine_arn(self) -> str: ...
+
+
 class Ingestion(
+    Starting,
     Configured,
-    Tables,
-    Aws,
     HasKbs,
     HasDocuments,
     HasTasks,
@@ -74,12 +81,9 @@ class Ingestion(
     HasEmbedder,
     Protocol,
 ):
-    """What the ingestion pipeline (`ingest.service`, `steps`, `consumer`, `ledger`, `batch`)
-    reads: the tables it writes through, the raw objects, the index and the embedder, and where
-    it hands work on."""
+    """What the ingestion pipeline's service and steps (`ingest.service`, `ingest.steps`) read: the
+    tables they write through, the raw objects, the index and the embedder, and where they hand
+    work on."""
 
     @property
     def ingest_queue_url(self) -> str: ...
-
-    @property
-    def state_machine_arn(self) -> str: ...

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
     from citegate.knowledge.embedding.base import Matrix
-    from citegate.knowledge.ports import Ingestion
+    from citegate.knowledge.ports import HasBlobs
 
 # Per stash; a state holds at most two (chunks and vectors), well under the 256 KB payload cap.
 INLINE_LIMIT_BYTES = 64 * 1024
@@ -83,7 +83,7 @@ class BatchState(BaseModel):
         return self.model_dump(exclude_none=True)
 
 
-def stash_json(s: Ingestion, state: BatchState, name: str, value: Any) -> Stash:
+def stash_json(s: HasBlobs, state: BatchState, name: str, value: Any) -> Stash:
     body = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if len(body.encode()) <= INLINE_LIMIT_BYTES:
         return Stash(inline=value)
@@ -93,13 +93,13 @@ def stash_json(s: Ingestion, state: BatchState, name: str, value: Any) -> Stash:
     return Stash(key=key)
 
 
-def unstash_json(s: Ingestion, stash: Stash | None) -> Any:
+def unstash_json(s: HasBlobs, stash: Stash | None) -> Any:
     if stash is None:
         raise ValueError("the step's input has no work data")
     return stash.inline if stash.key is None else s.blobs.get_json(stash.key)
 
 
-def stash_vectors(s: Ingestion, state: BatchState, vectors: Matrix) -> Stash:
+def stash_vectors(s: HasBlobs, state: BatchState, vectors: Matrix) -> Stash:
     import numpy as np  # not at import: the consumer loads this module too, and starts cold
 
     buffer = io.BytesIO()
@@ -113,7 +113,7 @@ def stash_vectors(s: Ingestion, state: BatchState, vectors: Matrix) -> Stash:
     return Stash(key=key)
 
 
-def unstash_vectors(s: Ingestion, stash: Stash | None) -> Matrix:
+def unstash_vectors(s: HasBlobs, stash: Stash | None) -> Matrix:
     if stash is None:
         raise ValueError("the step's input has no vectors")
     import numpy as np

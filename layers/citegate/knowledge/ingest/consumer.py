@@ -20,7 +20,7 @@ from citegate.knowledge.ingest.batch import BatchState, DocumentRef, batch_id
 from citegate.platform.observability import logger
 
 if TYPE_CHECKING:
-    from citegate.knowledge.ports import Ingestion
+    from citegate.knowledge.ports import Starting
 
 # The queue's event source, here and in infra/constructs/ingestion.py: up to BATCH_SIZE messages,
 # gathered for at most BATCHING_WINDOW_SECONDS, make one consumer call.
@@ -82,7 +82,7 @@ def pack(
     return packs
 
 
-def start_batch(s: Ingestion, message_bodies: list[str]) -> StartedBatch:
+def start_batch(s: Starting, message_bodies: list[str]) -> StartedBatch:
     """Start executions for the unfinished tasks among the messages (see `pack`)."""
     task_ids: list[str] = []
     for body in message_bodies:
@@ -118,7 +118,7 @@ def start_batch(s: Ingestion, message_bodies: list[str]) -> StartedBatch:
     return started
 
 
-def _start_execution(s: Ingestion, documents: list[DocumentRef], started: StartedBatch) -> None:
+def _start_execution(s: Starting, documents: list[DocumentRef], started: StartedBatch) -> None:
     """One execution for `documents`; if it cannot be started, only their messages are retried."""
     name = batch_id([d.task_id for d in documents])
     state = BatchState(batch_id=name, documents=documents)

@@ -20,7 +20,7 @@ from citegate.platform import resources
 from citegate.platform.dynamo import from_item, query_all, to_item, utc_now
 
 if TYPE_CHECKING:
-    from citegate.knowledge.ports import Ingestion
+    from citegate.platform.ports import Tables
 
 
 def _batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -37,7 +37,7 @@ def _batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-def find_tasks(s: Ingestion, task_ids: Iterable[str]) -> dict[str, Task]:
+def find_tasks(s: Tables, task_ids: Iterable[str]) -> dict[str, Task]:
     keys = [{"task_id": t} for t in dict.fromkeys(task_ids)]
     items = _batch_get(s.table(resources.TASKS), keys) if keys else []
     return {str(item["task_id"]): Task.model_validate(from_item(item)) for item in items}
@@ -46,7 +46,7 @@ def find_tasks(s: Ingestion, task_ids: Iterable[str]) -> dict[str, Task]:
 FINISHED = ("succeeded", "failed")
 
 
-def update_tasks(s: Ingestion, changes: dict[str, dict[str, Any]], *, reopen: bool = False) -> set[str]:
+def update_tasks(s: Tables, changes: dict[str, dict[str, Any]], *, reopen: bool = False) -> set[str]:
     """Apply each task's changes (a None value removes the attribute); returns the task ids
     changed. Missing tasks are skipped, and so are finished ones unless `reopen`."""
     if not changes:
@@ -70,7 +70,7 @@ def update_tasks(s: Ingestion, changes: dict[str, dict[str, Any]], *, reopen: bo
     return changed
 
 
-def find_documents(s: Ingestion, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentRecord]:
+def find_documents(s: Tables, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentRecord]:
     unique = [{"kb_id": kb, "document_id": doc} for kb, doc in dict.fromkeys(keys)]
     items = _batch_get(s.table(resources.DOCUMENTS), unique) if unique else []
     records = [DocumentRecord.model_validate(from_item(item)) for item in items]
@@ -78,7 +78,7 @@ def find_documents(s: Ingestion, keys: Iterable[tuple[str, str]]) -> dict[tuple[
 
 
 def replace_parents(
-    s: Ingestion, parents_by_document: dict[tuple[str, str], list[dict[str, Any]]], new: set[tuple[str, str]]
+    s: Tables, parents_by_document: dict[tuple[str, str], list[dict[str, Any]]], new: set[tuple[str, str]]
 ) -> None:
     """`ParentStore.replace` for a whole batch: one query per document that was indexed before
     finds its stale parents (documents in `new` have none), then one BatchWriteItem per 25 writes
