@@ -59,7 +59,7 @@ from infra.constructs.layers import Layers
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP_CODE = REPO / "infra" / "custom_resources" / "opensearch_setup"
-OPENSEARCH_MODULE = REPO / "layers" / "citegate" / "search" / "opensearch.py"
+OPENSEARCH_MODULE = REPO / "layers" / "citegate" / "knowledge" / "search" / "opensearch.py"
 
 Access = Literal["read", "write", "admin"]
 

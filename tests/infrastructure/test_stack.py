@@ -700,7 +700,7 @@ def test_dependency_layers_split_the_lock_without_gaps() -> None:
 
 def test_layer_paths_match_lambda_layout(stack: CitegateStack) -> None:
     shared = bundling.build_shared_layer(stack.config.layer_build_dir)
-    assert (shared / "python" / "citegate" / "resources.py").is_file()
+    assert (shared / "python" / "citegate" / "platform" / "resources.py").is_file()
     assert not (shared / "python" / "citegate" / "runtime").exists()
     assert re.fullmatch(r"shared-[0-9a-f]{16}-pyc", shared.name)
 
