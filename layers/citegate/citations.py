@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from citegate.answering.validate import split_answer
 from citegate.errors import SearchUnavailableError
-from citegate.ingest.chunking import iter_headings
+from citegate.ingest.chunking import chunk_headings
 from citegate.models.retrieval import AskCitation, Citation, ResolveRefsResponse
 from citegate.observability import logger
 from citegate.search.base import ChunkRecord, SearchFilter, SearchUnavailable, chunks_in
@@ -190,7 +190,7 @@ def own_section(text: str) -> str:
     section before (overlap, merged small sections) or run into the next one. Only the part under
     the child's own heading is returned: the section the citation names.
     """
-    headings = list(iter_headings(text))
+    headings = chunk_headings(text)
     if not headings:
         return text.strip()
     middle = len(text) // 2
@@ -207,7 +207,7 @@ def own_section(text: str) -> str:
 
 def _without_headings(text: str) -> str:
     lines = text.splitlines()
-    for heading in iter_headings(text):
+    for heading in chunk_headings(text):
         row = text.count("\n", 0, heading.start)
         lines[row] = ""
     return "\n".join(lines).strip()
@@ -218,7 +218,7 @@ def _snippet_of(text: str) -> str:
     rest of its text, and one of headings only their titles (never `#` marks)."""
     shown = own_section(text) or _without_headings(text)
     if not shown:
-        shown = " / ".join(h.text for h in iter_headings(text)) or text
+        shown = " / ".join(h.text for h in chunk_headings(text)) or text
     return passage_snippet(shown)
 
 
