@@ -14,17 +14,10 @@ from typing import Any
 
 
 def ingested_files(root: Path) -> list[tuple[Path, str]]:
-    """The files `citegate ingest <root>` sends, with their source names (citegate.clients.cli's rule)."""
-    from citegate.clients.cli import INGEST_SUFFIXES
+    """The files `citegate ingest <root>` sends, with their source names (its default selection)."""
+    from citegate.knowledge.ingest.selection import select_files
 
-    out = []
-    for file in sorted(root.rglob("*")):
-        relative = file.relative_to(root)
-        if any(part.startswith(".") for part in relative.parts):
-            continue
-        if file.is_file() and file.suffix.lower() in INGEST_SUFFIXES:
-            out.append((file, relative.as_posix()))
-    return out
+    return select_files([root]).files
 
 
 def children_texts(root: Path) -> tuple[list[str], int]:

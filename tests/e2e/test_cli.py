@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from citegate.clients.cli import _files
+from citegate.knowledge.ingest.selection import select_files
 from tests.e2e.conftest import ROOT, TOKEN
 
 SAMPLES = ROOT / "samples"
@@ -44,7 +44,9 @@ def test_ingest_ask_retrieve_and_resume(server: Any, tmp_path: Path) -> None:
     first = run(server, "ingest", str(SAMPLES), "--kb", "cli", "--state", str(state))
     assert first.returncode == 0, first.stdout + first.stderr
     assert "failed 0" in first.stdout and "skipped 0" in first.stdout
-    assert f"{len(list(_files([str(SAMPLES)])))}/" in first.stderr and "files done" in first.stderr  # the bar
+    assert (
+        f"{len(select_files([SAMPLES]).files)}/" in first.stderr and "files done" in first.stderr
+    )  # the bar
     done = json.loads(state.read_text())[f"{server.url}|cli"]
     assert {"solar-system.md", "lighthouses.pdf", "tea-guide.txt", "长城.md"} <= set(done)
 
@@ -80,32 +82,44 @@ def test_ingest_json_prints_one_object_per_file_and_a_summary(server: Any, tmp_p
     (folder / "tea.md").write_text("# Tea\n\nGreen tea is brewed at 80 degrees for two minutes.")
     (folder / "notes.txt").write_text("Coffee is brewed at 93 degrees. " * 20)
     (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    # A page and the markup it was built from, as documentation builds ship them: only the page goes.
+    (folder / "guide.html").write_text(
+        "<html><body><h1>Guide</h1><p>Steep white tea for three minutes.</p></body></html>"
+    )
+    (folder / "guide.txt").write_text("Guide\n=====\n\nSteep white tea for three minutes.\n")
     state = str(tmp_path / "state.json")
 
     first = run(server, "ingest", str(folder), "--kb", "json", "--state", state, "--json")
     assert first.returncode == 1, first.stdout + first.stderr  # one file failed
     lines = [json.loads(line) for line in first.stdout.splitlines()]
     files = {f["name"]: f for f in lines if f["type"] == "file"}
-    assert set(files) == {"tea.md", "notes.txt", "broken.pdf"}
+    assert set(files) == {"tea.md", "notes.txt", "broken.pdf", "guide.html"}
     assert lines[-1] == {
         "type": "summary",
         "kb": "json",
-        "total": 3,
-        "succeeded": 2,
+        "total": 4,
+        "succeeded": 3,
         "skipped": 0,
         "failed": 1,
-        "chunks": files["tea.md"]["chunks"] + files["notes.txt"]["chunks"],
+        "chunks": sum(files[name]["chunks"] for name in ("tea.md", "notes.txt", "guide.html")),
+        "left_out": 1,
     }
+    assert "left out 1 source copy of rendered pages" in first.stderr
     assert files["tea.md"]["status"] == "succeeded" and files["tea.md"]["chunks"] >= 1
     assert files["tea.md"]["task_id"].startswith("t_") and files["tea.md"]["error"] is None
     assert files["broken.pdf"]["status"] == "failed" and "PDF" in files["broken.pdf"]["error"]
-    assert "3/3 files done" in first.stderr and "3 sent" in first.stderr and "1 failed" in first.stderr
+    assert "4/4 files done" in first.stderr and "4 sent" in first.stderr and "1 failed" in first.stderr
 
     again = run(server, "ingest", str(folder), "--kb", "json", "--state", state, "--json")
     statuses = {
         f["name"]: f["status"] for f in map(json.loads, again.stdout.splitlines()) if f["type"] == "file"
     }
-    assert statuses == {"tea.md": "skipped", "notes.txt": "skipped", "broken.pdf": "failed"}
+    assert statuses == {
+        "tea.md": "skipped",
+        "notes.txt": "skipped",
+        "broken.pdf": "failed",
+        "guide.html": "skipped",
+    }
 
 
 def test_failures_are_reported_with_exit_code_1(server: Any, tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ from citegate.answers.base import Draft, Evidence
 from citegate.answers.specific import SpecificTerm, specific_terms
 from citegate.knowledge.citations import own_section
 from citegate.knowledge.embedding.base import Embedder, EmbeddingUnavailable
-from citegate.knowledge.ingest.chunking import iter_headings
+from citegate.knowledge.ingest.chunking import chunk_headings, starts_inside_fence
 from citegate.knowledge.search.analysis import (
     MAX_TOKEN_BYTES,
     STOPWORDS,
@@ -537,7 +537,10 @@ def _quotable(text: str) -> tuple[tuple[str, bool], ...]:
     units: list[tuple[str, bool]] = []
     # A fenced code block (a synopsis, an example) is context for the prose around it, never a quote:
     # it states no fact in a sentence, and a quote of it reads as code pasted into an answer.
-    for n, part in enumerate(_FENCE.split(_MARKER_LIKE.sub("", own_section(text)))):
+    section = _MARKER_LIKE.sub("", own_section(text))
+    # A passage cut from inside a code block starts with code: read it as the block it is.
+    inside = starts_inside_fence(section)
+    for n, part in enumerate(_FENCE.split(f"```\n{section}" if inside else section)):
         code = n % 2 == 1
         for sentence in split_sentences(part):
             units.append((sentence, not code and not _is_fragment(sentence, not units)))
@@ -799,7 +802,7 @@ def _opens_section(text: str) -> bool:
     """Whether the passage holds the start of its own section (a heading line before its middle),
     so that its first quotable sentence is the first sentence of that section."""
     middle = len(text) // 2
-    return any(h.start <= middle for h in iter_headings(text))
+    return any(h.start <= middle for h in chunk_headings(text))
 
 
 def _names(terms: Sequence[SpecificTerm], text: str) -> bool:

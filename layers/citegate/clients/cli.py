@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -30,9 +30,9 @@ from citegate.clients.http_client import (
     credentials_for,
     describe_error,
 )
+from citegate.knowledge.ingest.selection import SKIPPED_SOURCE_COPY, Selection, SelectionError, select_files
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_AUTH, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
-INGEST_SUFFIXES = {".md", ".markdown", ".txt", ".text", ".pdf", ".html", ".htm"}
 INLINE_LIMIT = 4 * 1024 * 1024  # the API's decoded base64_file limit (settings); larger: an upload
 UNAVAILABLE_STATUSES = (502, 503, 504)
 RATE_LIMIT_PATIENCE_S = 900  # bulk commands wait out 429s for at most this long in all
@@ -247,20 +247,18 @@ class Progress:
             sys.stderr.flush()
 
 
-def _files(paths: list[str]) -> Iterator[tuple[Path, str]]:
-    """(file, source name): folders recursively, source names relative to the folder given."""
-    for given in paths:
-        root = Path(given)
-        if root.is_dir():
-            for file in sorted(root.rglob("*")):
-                relative = file.relative_to(root)
-                hidden = any(part.startswith(".") for part in relative.parts)
-                if file.is_file() and not hidden and file.suffix.lower() in INGEST_SUFFIXES:
-                    yield file, relative.as_posix()
-        elif root.is_file():
-            yield root, root.name
-        else:
-            raise CliError(f"no such file or folder: {given}", EXIT_USAGE)
+def _selection(args: argparse.Namespace) -> Selection:
+    """The files `ingest` sends (citegate.knowledge.ingest.selection): folders recursively, minus what the
+    globs leave out and the source copies of rendered pages, unless --all-files."""
+    try:
+        return select_files(
+            args.paths,
+            include=args.include or (),
+            exclude=args.exclude or (),
+            keep_source_copies=args.all_files,
+        )
+    except SelectionError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
 
 
 def _state_path(args: argparse.Namespace) -> Path:
@@ -507,10 +505,18 @@ def _print_line(body: dict[str, Any]) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    selection = _selection(args)
     submissions = [
         Submission(name, file.read_bytes, partial(_submit, kb=args.kb, file=file, name=name))
-        for file, name in _files(args.paths)
+        for file, name in selection.files
     ]
+    copies = selection.skipped_for(SKIPPED_SOURCE_COPY)
+    if copies:  # stderr, as the progress bar: stdout stays one JSON object a line
+        print(
+            f"left out {copies} source cop{'y' if copies == 1 else 'ies'} of rendered pages "
+            "(Sphinx _sources/, x.txt beside x.html); --all-files sends them too",
+            file=sys.stderr,
+        )
     # --json: one line per file as its task ends ({"type": "file", ...}), then {"type": "summary"}.
     on_file = (lambda f: _print_line({"type": "file", **asdict(f)})) if args.json else None
     with _client(args, patient=True) as client:
@@ -526,6 +532,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 "skipped": outcome.skipped,
                 "failed": failed,
                 "chunks": outcome.chunks,
+                "left_out": len(selection.skipped),
             }
         )
     else:
@@ -712,6 +719,20 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = commands.add_parser("ingest", help="ingest files and folders (Markdown, PDF, text, HTML)")
     ingest.add_argument("paths", nargs="+", metavar="PATH")
     ingest.add_argument("--kb", required=True, help="knowledge base id")
+    ingest.add_argument(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        help="only files matching (repeatable; with a / against the path in the folder, else the name)",
+    )
+    ingest.add_argument(
+        "--exclude", action="append", metavar="GLOB", help="leave out matching files (repeatable)"
+    )
+    ingest.add_argument(
+        "--all-files",
+        action="store_true",
+        help="also send the source copies of rendered pages (Sphinx _sources/, x.txt beside x.html)",
+    )
     _ingest_options(ingest, timeout=600)
     _connection_options(ingest)
     ingest.set_defaults(run=cmd_ingest)

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from citegate.knowledge.ingest.chunking import iter_headings
+from citegate.knowledge.ingest.chunking import chunk_headings
 from citegate.knowledge.schemas.retrieval import Citation, ResolveRefsResponse
 from citegate.knowledge.search.base import ChunkRecord, SearchFilter, SearchUnavailable, chunks_in
 from citegate.platform.errors import SearchUnavailableError
@@ -169,7 +169,7 @@ def own_section(text: str) -> str:
     section before (overlap, merged small sections) or run into the next one. Only the part under
     the child's own heading is returned: the section the citation names.
     """
-    headings = list(iter_headings(text))
+    headings = chunk_headings(text)
     if not headings:
         return text.strip()
     middle = len(text) // 2
@@ -186,7 +186,7 @@ def own_section(text: str) -> str:
 
 def _without_headings(text: str) -> str:
     lines = text.splitlines()
-    for heading in iter_headings(text):
+    for heading in chunk_headings(text):
         row = text.count("\n", 0, heading.start)
         lines[row] = ""
     return "\n".join(lines).strip()
@@ -197,7 +197,7 @@ def _snippet_of(text: str) -> str:
     rest of its text, and one of headings only their titles (never `#` marks)."""
     shown = own_section(text) or _without_headings(text)
     if not shown:
-        shown = " / ".join(h.text for h in iter_headings(text)) or text
+        shown = " / ".join(h.text for h in chunk_headings(text)) or text
     return passage_snippet(shown)
 
 

@@ -15,6 +15,8 @@ import re
 from citegate.answers.base import Evidence
 from citegate.answers.extractive import ExtractiveAnswerer
 from citegate.answers.specific import specific_terms
+from citegate.knowledge.citations import own_section
+from citegate.knowledge.ingest.chunking import chunk_headings, starts_inside_fence
 
 MARKER = re.compile(r"\s*\[\d+\]")
 
@@ -137,3 +139,31 @@ the old roles to the new role."""
     assert not draft.declined, draft.reason
     assert "```" not in draft.answer and "{ old_role" not in draft.answer
     assert "change the ownership of database objects" in draft.answer
+
+
+# A child cut where the section before it ends with a code block: its text opens with the end of
+# that block and its closing fence (Python's reference, "2.3.2. Soft Keywords").
+STARTS_IN_CODE = """del        global     not        with
+async      elif       if         or         yield
+```
+
+### 2.3.2. Soft Keywords {#soft-keywords}
+
+Some identifiers are only reserved under specific contexts. These are known as soft keywords. The
+identifiers match, case and _ can syntactically act as keywords in contexts related to the pattern
+matching statement, but this distinction is done at the parser level, not when tokenizing."""
+
+
+def test_a_passage_that_starts_inside_a_code_block_is_read_as_prose_after_the_block() -> None:
+    assert starts_inside_fence(STARTS_IN_CODE)
+    assert [h.text for h in chunk_headings(STARTS_IN_CODE)] == ["2.3.2. Soft Keywords"]
+    assert own_section(STARTS_IN_CODE).startswith("Some identifiers are only reserved")
+    # Read from its start, the closing fence would open a block: every sentence after it code.
+    assert not starts_inside_fence("Run it:\n\n```\nmake test\n")
+    draft = ExtractiveAnswerer().answer(
+        "Which identifiers are soft keywords?",
+        evidence(("2. Lexical analysis", "2.3.2. Soft Keywords", STARTS_IN_CODE)),
+    )
+    assert not draft.declined, draft.reason
+    assert "match, case and _" in draft.answer
+    assert "yield" not in draft.answer

@@ -25,8 +25,10 @@ __all__ = [
     "ChunkingConfig",
     "Heading",
     "chunk_document",
+    "chunk_headings",
     "iter_headings",
     "slugify",
+    "starts_inside_fence",
 ]
 
 
@@ -81,9 +83,10 @@ _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _HEADING_ID = re.compile(r"[ \t]*\{:?[ \t]*#([^\s{}]+)(?:[ \t]+[^{}]*)?\}[ \t]*$")
 
 
-def iter_headings(text: str) -> Iterator[Heading]:
-    """Yield the Markdown ATX headings (`# ` to `###### `) of `text`, ignoring fenced code blocks."""
-    fence: str | None = None
+def iter_headings(text: str, *, inside_fence: bool = False) -> Iterator[Heading]:
+    """Yield the Markdown ATX headings (`# ` to `###### `) of `text`, ignoring fenced code blocks.
+    `inside_fence`: the text starts inside a block (a chunk cut from one, see starts_inside_fence)."""
+    fence: str | None = "```" if inside_fence else None
     for match in _HEADING_OR_FENCE.finditer(text):
         hashes, title, marker, info = match.group("hashes", "text", "fence", "info")
         if fence is not None:
@@ -103,6 +106,40 @@ def iter_headings(text: str) -> Iterator[Heading]:
             title = _CLOSING_HASHES.sub("", title)
         if title and (title := title.strip()):
             yield Heading(match.start(), len(hashes), title, anchor)
+
+
+# A line of prose, where code has none: several words, then a sentence end (or a heading line).
+_PROSE_LINE = re.compile(r"^ {0,3}#{1,6}[ \t]+\S|(?:\S+[ \t]+){3,}\S*[.!?:][\"'”’)\]]*[ \t]*$", re.MULTILINE)
+
+
+def _fence_lines(text: str) -> list[re.Match[str]]:
+    return [
+        m
+        for m in _HEADING_OR_FENCE.finditer(text)
+        if m.group("fence") is not None and (m.group("fence")[0] != "`" or "`" not in m.group("info"))
+    ]
+
+
+def starts_inside_fence(text: str) -> bool:
+    """Whether a chunk's text most likely begins inside a fenced code block.
+
+    A child cut from a long code block, or one whose overlap reaches back into the code before its
+    section, opens with code and a closing fence; read from its start, that fence would open a block
+    and turn the prose after it into code (and its headings into none). With an odd number of fence
+    lines, either the text starts inside a block or it ends inside one: the side before the first
+    fence and the side after the last one tell which, as the one with fewer lines of prose is code.
+    """
+    fences = _fence_lines(text)
+    if len(fences) % 2 == 0:
+        return False
+    head = text[: fences[0].start()]
+    tail = text[fences[-1].end() :]
+    return len(_PROSE_LINE.findall(head)) < len(_PROSE_LINE.findall(tail))
+
+
+def chunk_headings(text: str) -> list[Heading]:
+    """The headings of a chunk's text, which may start inside a code block (starts_inside_fence)."""
+    return list(iter_headings(text, inside_fence=starts_inside_fence(text)))
 
 
 _NOT_ASCII_SLUG = re.compile(r"[^a-z0-9 _-]")
@@ -323,7 +360,8 @@ def _child_spans(
     if lead_from is not None and overlap:
         reach = min(overlap, end - pos, size // 4)
         lo = max(lead_from + 1, pos - reach)
-        if lo < pos:
+        # Never from inside the code block a section ends with: the child would open with code.
+        if lo < pos and not _fence_lines(text[lo:pos]):
             # Between `reach` and half of it back (half of child_overlap when the reach is full).
             hi = max(lo, pos - min(overlap // 2, max(1, reach // 2)))
             pos = _trim(text, _overlap_start(text, lo, hi), end)[0]
