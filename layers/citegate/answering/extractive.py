@@ -141,6 +141,10 @@ FEATURES: Final = (
     "entry",  # 1 if the passage's title or section heading names what the question is about: the
     # entry of the setting, option, function or command asked for, not a page that mentions it
     "lead",  # 1 if the sentence opens its section and the question asks what something is or does
+    "term_entry",  # 1 if the sentence is the entry of an option or identifier the question names: it
+    # opens with that term, as a definition list or an option table writes it ("--all  Tell ...")
+    "history",  # 1 if the sentence is a version note ("Changed in version 3.8: ...") and the
+    # question does not ask about versions: it says what changed, rarely what holds now
 )
 
 # Rank score of a sentence: which sentences to quote. Coordinate ascent over a grid (0-2) for
@@ -161,6 +165,8 @@ RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
         # entry of the thing asked about, and "what does X do" is answered where X's section opens.
         "entry": 1.0,
         "lead": 1.0,
+        "term_entry": 1.0,
+        "history": -1.0,
     }
 )
 
@@ -241,6 +247,8 @@ class ExtractiveConfig:
 
 
 DEFAULT_CONFIG: Final = ExtractiveConfig()
+# When the best sentence is the entry of what was asked about, further sentences come from entries too.
+_ENTRY_FEATURES: Final = ("entry", "term_entry")
 _PRONOUN_OPENING = re.compile(
     r"^(?:It|Its|He|His|She|Her|They|Their|This|These|Those|That)\b|^(?:它|他|她|其|该|該|此)"
 )
@@ -501,6 +509,10 @@ _LATIN_WORD = re.compile(r"[^\W\d_]{2,}")
 # The least a quotable sentence says: Latin words, or Han characters.
 MIN_SENTENCE_WORDS: Final = 3
 MIN_SENTENCE_HAN: Final = 6
+# A unit ending in a colon is a sentence (not a label) from this many words, unless it only
+# announces an example ("For example, to replace SHA-1 ...:").
+MIN_INTRO_WORDS: Final = 6
+_EXAMPLE_OPENING = re.compile(r"(?:for (?:example|instance)|e\.g\.|example)\b", re.IGNORECASE)
 
 
 def _is_fragment(sentence: str, first: bool) -> bool:
@@ -514,7 +526,14 @@ def _is_fragment(sentence: str, first: bool) -> bool:
     body = _LIST_ITEM.sub("", sentence, count=1)
     if len(_LATIN_WORD.findall(body)) < MIN_SENTENCE_WORDS and len(_HAN.findall(body)) < MIN_SENTENCE_HAN:
         return True
-    if not _TERMINAL.search(sentence) and not _LIST_ITEM.match(sentence):
+    # A whole sentence may end in a colon that introduces its example or list ("the median is the
+    # average of the two middle values:"); a label does not ("Parameters:").
+    introduces = (
+        sentence.endswith(":")
+        and len(_LATIN_WORD.findall(body)) >= MIN_INTRO_WORDS
+        and not _EXAMPLE_OPENING.match(body)
+    )
+    if not _TERMINAL.search(sentence) and not _LIST_ITEM.match(sentence) and not introduces:
         return True
     return first and bool(re.match(r"[a-z,;:)\]，、；：）]", sentence))
 
@@ -563,8 +582,42 @@ class _Question:
     words: Mapping[str, str] = field(default_factory=dict)  # stem -> the question's word (reasons)
 
 
+# "... when I don't pass one?", "... unless told otherwise?": the question asks for a default, which
+# the documentation states with that word ("The default value is -1"), not with the question's.
+_ASKS_DEFAULT = re.compile(
+    r"\b(?:if|when|unless)\s+(?:i|you|we|one|it|they)?\s*(?:don'?t|do not|doesn'?t|does not|never)\s+"
+    r"(?:pass|give|set|specify|choose|provide|configure|supply|say|tell)\b"
+    r"|\bunless told otherwise\b"
+    r"|\b(?:is|are|isn'?t|aren'?t)\s+(?:not\s+)?(?:given|omitted|specified|passed)\b"
+    r"|\bwhen\s+(?:it is |it's )?(?:not given|omitted|not specified|not set|left out)\b",
+    re.IGNORECASE,
+)
+# A clause that qualifies the question ("What does f() return when it cannot tell how many ...?"):
+# the kind of answer asked for is read from the main clause before it.
+_SUBORDINATE = re.compile(r"\s(?:when|if|unless|after|before|while|once|until|because)\s", re.IGNORECASE)
+_WH_OPENING = re.compile(r"^\s*(?:what|which|how|who|where)\b", re.IGNORECASE)
+
+
+def _main_clause(lowered: str) -> str:
+    if not _WH_OPENING.match(lowered):
+        return lowered
+    cut = _SUBORDINATE.search(lowered)
+    if cut is None or len(lowered[: cut.start()].split()) < 3:
+        return lowered
+    return lowered[: cut.start()]
+
+
+# "in Python 3.11", "for PostgreSQL 15": the release the whole manual is about, not a number the
+# answer must repeat (a manual's sentences rarely name their own version).
+_RELEASE_QUALIFIER = re.compile(r"\b(?:in|for|of|with|on)\s+(?:[A-Z][\w+-]*\s+)+v?\d+(?:\.\d+)+\b")
+
+
 def _analyse_question(question: str) -> _Question:
     text = unicodedata.normalize("NFKC", question)
+    release = _RELEASE_QUALIFIER.search(text)
+    if release is not None:  # the version goes, the product's name stays
+        kept = re.sub(r"\s+v?\d+(?:\.\d+)+$", "", release.group())
+        text = f"{text[: release.start()]}{kept}{text[release.end() :]}"
     tokens = _tokens(text)
     stems = _stems(tokens)
     frame = {m.group(1).lower() for m in _MEASURE_FRAME.finditer(text)}
@@ -575,6 +628,8 @@ def _analyse_question(question: str) -> _Question:
     ]
     if not content:  # a question of stopwords only still has something to match
         content = list(zip(tokens, stems, strict=True))
+    if _ASKS_DEFAULT.search(text) and "default" not in tokens:
+        content.append(("default", _stems(["default"])[0]))
     terms = tuple(dict.fromkeys(stem for _, stem in content))
     numbers = frozenset(stem for tok, stem in content if _DIGIT.search(tok))
     salient = set(numbers)
@@ -595,7 +650,8 @@ def _analyse_question(question: str) -> _Question:
         salient.update(_stems(quoted_tokens))
     salient &= set(terms)
     bigrams = frozenset((a, b) for (_, a), (_, b) in pairwise(content) if a != b)
-    lowered = text.lower()
+    lowered = _main_clause(text.lower())
+    main_tokens = tokens[: len(_tokens(lowered))] if lowered != text.lower() else tokens
     answer_type = "any"
     if _TIME_QUESTION.search(lowered):
         answer_type = "time"
@@ -615,8 +671,10 @@ def _analyse_question(question: str) -> _Question:
         names=name_stems,
         bigrams=bigrams,
         answer_type=answer_type,
-        negated=any(tok in _NEGATIONS for tok in tokens),
-        negated_terms=_negated_terms(tokens, stems) & frozenset(terms),
+        # Negation in the main clause only: "when no exception is set" or "if I don't pass one"
+        # describes the situation asked about; it does not ask what is not the case.
+        negated=any(tok in _NEGATIONS for tok in main_tokens),
+        negated_terms=_negated_terms(main_tokens, _stems(main_tokens)) & frozenset(terms),
         antonyms=MappingProxyType(antonyms),
         measure=_measure(lowered) if answer_type == "number" else "",
         words=MappingProxyType({stem: tok for tok, stem in reversed(content)}),
@@ -797,6 +855,38 @@ def _opens_section(text: str) -> bool:
     so that its first quotable sentence is the first sentence of that section."""
     middle = len(text) // 2
     return any(h.start <= middle for h in chunk_headings(text))
+
+
+# A version note, as Sphinx and reStructuredText write them; and questions about versions.
+_VERSION_NOTE = re.compile(
+    r"^\s*(?:[-*]\s+)?(?:\*\*)?(?:\.\.\s+)?(?:(?:changed|new|added|deprecated|removed)\s+(?:in|since)\s+version\b"
+    r"|version(?:changed|added)::|deprecated::)",
+    re.IGNORECASE,
+)
+_ASKS_VERSION = re.compile(
+    r"\b(?:versions?|changed?|added|introduced|deprecated|removed|since|history|release[sd]?|when)\b",
+    re.IGNORECASE,
+)
+# The terms an entry opens with: `**-a**, **--all**`, `--system-site-packages`, `work_mem (integer)`.
+_ENTRY_HEAD = re.compile(r"^\s*(?:[-*•]\s+)?((?:[*`]*[^\s*`,]+[*`]*)(?:\s*,\s*[*`]*[^\s*`,]+[*`]*)*)")
+_SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z]\b")
+
+
+def _entry_terms(question: str, specific: Sequence[SpecificTerm]) -> frozenset[str]:
+    """The options and identifiers a question names, as an entry would open with them."""
+    terms = {t.text.strip("`").lower() for t in specific if t.identifier}
+    terms.update(m.group().lower() for m in _SHORT_OPTION.finditer(question))
+    return frozenset(t.rstrip("()") for t in terms if t)
+
+
+def _opens_with(sentence: str, terms: frozenset[str]) -> bool:
+    """Whether the sentence opens with one of `terms` (among the comma-separated terms it starts
+    with, bold or code marks aside): the entry of that term in a definition list or option table."""
+    head = _ENTRY_HEAD.match(sentence)
+    if head is None or not terms:
+        return False
+    opened = {part.strip().strip("*`").rstrip("()").lower() for part in head.group(1).split(",")}
+    return not opened.isdisjoint(terms)
 
 
 def _names(terms: Sequence[SpecificTerm], text: str) -> bool:
@@ -980,6 +1070,8 @@ class ExtractiveAnswerer:
             ev.number: bool(specific) and _names(specific, f"{ev.title}\n{ev.heading}") for ev in evidence
         }
         definition = bool(_DEFINITION_QUESTION.search(question))
+        entry_terms = _entry_terms(question, specific)
+        asks_version = bool(_ASKS_VERSION.search(question))
         # The title and the heading of the section the passage sits in are read with every sentence.
         titles = {
             ev.number: frozenset(_stems(_tokens(f"{ev.title} {ev.heading}".strip()))) for ev in evidence
@@ -1082,6 +1174,8 @@ class ExtractiveAnswerer:
                     "identifiers": 1.0 if holds_identifiers[ev.number] else 0.0,
                     "entry": 1.0 if entries[ev.number] else 0.0,
                     "lead": 1.0 if opens and i == first_quotable else 0.0,
+                    "term_entry": 1.0 if _opens_with(sentence.text, entry_terms) else 0.0,
+                    "history": 0.0 if asks_version or not _VERSION_NOTE.match(text) else 1.0,
                 }
                 candidates.append(Candidate(ev, i, text, features, parts=parts))
 
@@ -1238,7 +1332,9 @@ class ExtractiveAnswerer:
             "rank_score": best.rank_score,
             "support_logit": logit,
         }
-        vetoes = () if analysis.han else config.veto_features
+        # No vetoes in Chinese (see VETO_FEATURES), nor on the entry of the option asked about: its
+        # description reads "..., but new files are not affected" without answering a negated question.
+        vetoes = () if analysis.han or best.features.get("term_entry", 0.0) > 0 else config.veto_features
         veto = next((f for f in vetoes if best.features.get(f, 0.0) > 0), None)
         if veto is not None:
             diagnostics["veto"] = veto
@@ -1266,7 +1362,7 @@ class ExtractiveAnswerer:
                 break
             if candidate.rank_score < config.extra_sentence_ratio * best.rank_score:
                 break  # candidates are sorted: nothing further qualifies
-            if candidate.features.get("entry", 0.0) < best.features.get("entry", 0.0):
+            if any(candidate.features.get(f, 0.0) < best.features.get(f, 0.0) for f in _ENTRY_FEATURES):
                 continue  # the entry of the thing asked about answers; a mention elsewhere does not
             ref = candidate.evidence.ref_id
             if ref not in refs and len(refs) >= config.max_passages:
