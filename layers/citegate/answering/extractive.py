@@ -145,6 +145,9 @@ FEATURES: Final = (
     # opens with that term, as a definition list or an option table writes it ("--all  Tell ...")
     "history",  # 1 if the sentence is a version note ("Changed in version 3.8: ...") and the
     # question does not ask about versions: it says what changed, rarely what holds now
+    "states_default",  # 1 if the question asks for a default and the sentence states one
+    # ("defaults to 90 days", "sha1 is the default", "(Default: 1234)")
+    "pointer",  # 1 if the sentence only points elsewhere ("See git(1) for details."): never quoted
 )
 
 # Rank score of a sentence: which sentences to quote. Coordinate ascent over a grid (0-2) for
@@ -167,6 +170,7 @@ RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
         "lead": 1.0,
         "term_entry": 1.0,
         "history": -1.0,
+        "states_default": 1.0,
     }
 )
 
@@ -403,6 +407,10 @@ _TIME_QUESTION = re.compile(
 )
 _NUMERIC_QUESTION = re.compile(
     r"\bhow (?:many|much|long|old|far|big|large|high|tall|often|fast|deep|wide|heavy|hot|cold)\b"
+    # A program's numbers: "which exit code / port", "what is the maximum depth".
+    r"|\b(?:what|which) (?:exit (?:code|status)|port(?: number)?)\b"
+    r"|\b(?:what|which) (?:is|are) the (?:maximum|minimum|largest|smallest) (?:\w+ )?"
+    r"(?:depth|size|length|number|count|limit|value|width)\b"
     r"|\b(?:what|which|in what|what was the|what is the) (?:percentage|percent"
     r"|number|amount|age|temperature|proportion|size|distance|population|rate)\b"
     r"|多少|几|多长|多高|多大|多远|多久|多重|多深|多宽|多快"
@@ -556,8 +564,16 @@ def _quotable(text: str) -> tuple[tuple[str, bool], ...]:
     for n, part in enumerate(_FENCE.split(f"```\n{section}" if inside else section)):
         code = n % 2 == 1
         for sentence in split_sentences(part):
+            if not code and units and units[-1][1] and _ASIDE.match(sentence):
+                # "(Default: 1234)" after an option's description belongs to that sentence.
+                units[-1] = (f"{units[-1][0]} {sentence}", True)
+                continue
             units.append((sentence, not code and not _is_fragment(sentence, not units)))
     return tuple(units)
+
+
+# A parenthesised aside standing alone after a sentence.
+_ASIDE = re.compile(r"^\([^()]{1,120}\)[.;]?$")
 
 
 def _is_number(token: str) -> bool:
@@ -725,11 +741,29 @@ def clear_sentence_cache() -> None:
     _quotable.cache_clear()
 
 
+# A sentence's leading condition ("If the given ref does not exist, ..."): what it negates sets the
+# scene; the main clause after its comma says what holds.
+_LEADING_CONDITION = re.compile(r"^\s*(?:if|when|unless|whenever|while)\b[^,;:]{0,200},", re.IGNORECASE)
+
+
+def _main_clause_tokens(sentence: str, tokens: list[str], stems: list[str]) -> tuple[list[str], list[str]]:
+    condition = _LEADING_CONDITION.match(sentence)
+    if condition is None:
+        return tokens, stems
+    skip = len(_tokens(condition.group()))
+    return tokens[skip:], stems[skip:]
+
+
+# A manual page's section after its name ("git-pack-objects(1)") is no number the sentence states.
+_MAN_SECTION = re.compile(r"(?<=\w)\(\d[a-z]*\)")
+
+
 @lru_cache(maxsize=SENTENCE_CACHE_SIZE)
 def _analyse_sentence(sentence: str) -> _Sentence:
     tokens = _tokens(sentence)
     stems = _stems(tokens)
     by_token = dict(zip(tokens, stems, strict=True))
+    stated = dict(zip(t := _tokens(_MAN_SECTION.sub("", sentence)), _stems(t), strict=True))
     names: set[str] = set()
     lead: set[str] = set()
     for i, match in enumerate(_CAPITALISED.finditer(sentence)):
@@ -740,7 +774,7 @@ def _analyse_sentence(sentence: str) -> _Sentence:
                 (lead if opening else names).add(stem)
     time_terms = {
         stem
-        for token, stem in by_token.items()
+        for token, stem in stated.items()
         if _is_number(token) or token in _TIME_WORDS or (not token.isascii() and _TIME_ZH.search(token))
     }
     return _Sentence(
@@ -748,10 +782,10 @@ def _analyse_sentence(sentence: str) -> _Sentence:
         stems=tuple(stems),
         content=tuple(s for t, s in zip(tokens, stems, strict=True) if t not in _DROP),
         stem_set=frozenset(stems),
-        numbers=frozenset(s for t, s in by_token.items() if _is_number(t)),
+        numbers=frozenset(s for t, s in stated.items() if _is_number(t)),
         names=frozenset(names),
         negated=not _NEGATIONS.isdisjoint(by_token),
-        negated_terms=_negated_terms(tokens, stems),
+        negated_terms=_negated_terms(*_main_clause_tokens(sentence, tokens, stems)),
         time_terms=frozenset(time_terms),
         lead_name=frozenset(lead),
     )
@@ -855,6 +889,20 @@ def _opens_section(text: str) -> bool:
     so that its first quotable sentence is the first sentence of that section."""
     middle = len(text) // 2
     return any(h.start <= middle for h in chunk_headings(text))
+
+
+# A sentence that states a default, and one that only points to another page.
+_STATES_DEFAULT = re.compile(
+    r"\bdefaults?\s*(?:to\b|is\b|value is\b|:)|\bis the default\b|\bby default\b", re.IGNORECASE
+)
+_POINTER = re.compile(
+    r"^\s*\(?(?:see(?: also)?|refer to|for (?:more |further )?(?:details|information),? see)\b", re.IGNORECASE
+)
+POINTER_MAX_WORDS: Final = 12
+
+
+def _is_pointer(sentence: str) -> bool:
+    return bool(_POINTER.match(sentence)) and len(sentence.split()) <= POINTER_MAX_WORDS
 
 
 # A version note, as Sphinx and reStructuredText write them; and questions about versions.
@@ -1072,6 +1120,8 @@ class ExtractiveAnswerer:
         definition = bool(_DEFINITION_QUESTION.search(question))
         entry_terms = _entry_terms(question, specific)
         asks_version = bool(_ASKS_VERSION.search(question))
+        default_stem = _stems(["default"])[0]
+        asks_default = default_stem in q.terms
         # The title and the heading of the section the passage sits in are read with every sentence.
         titles = {
             ev.number: frozenset(_stems(_tokens(f"{ev.title} {ev.heading}".strip()))) for ev in evidence
@@ -1140,7 +1190,7 @@ class ExtractiveAnswerer:
                 if i > 0 and _PRONOUN_OPENING.match(sentence.text) and units[ev.number][i - 1][1]:
                     own, text = own | sentences[i - 1].stem_set, f"{sentences[i - 1].text} {sentence.text}"
                     parts = (sentences[i - 1].text, sentence.text)
-                    negated_own = negated_own | sentences[i - 1].negated_terms
+                    # The antecedent is read for its terms; what it negates is its own business.
                     focus_of.append(sentences[i - 1])
                 features = {
                     "recall": recall(own),
@@ -1176,6 +1226,8 @@ class ExtractiveAnswerer:
                     "lead": 1.0 if opens and i == first_quotable else 0.0,
                     "term_entry": 1.0 if _opens_with(sentence.text, entry_terms) else 0.0,
                     "history": 0.0 if asks_version or not _VERSION_NOTE.match(text) else 1.0,
+                    "states_default": 1.0 if asks_default and _STATES_DEFAULT.search(text) else 0.0,
+                    "pointer": 1.0 if _is_pointer(text) else 0.0,
                 }
                 candidates.append(Candidate(ev, i, text, features, parts=parts))
 
@@ -1269,6 +1321,8 @@ class ExtractiveAnswerer:
         if config.require_key_in_sentence and features.get("key_in_sentence", 1.0) < 1.0:
             return False
         if features.get("identifiers", 1.0) < 1.0:  # a passage without the identifier asked about
+            return False
+        if features.get("pointer", 0.0) > 0:  # "See git(1) for details." states nothing
             return False
         return features.get("key_recall", 1.0) >= config.min_key_recall
 

@@ -242,3 +242,48 @@ middle values:
     assert not draft.declined, draft.reason
     assert "taking the average of the two middle values:" in draft.answer
     assert ">>>" not in draft.answer
+
+
+def test_a_parenthesised_default_after_an_option_is_quoted_with_it() -> None:
+    options = """**-d**, **--httpd** The HTTP daemon command-line that will be executed.
+
+**-p**, **--port** The port number to bind the httpd to.
+(Default: 1234)"""
+    draft = ExtractiveAnswerer().answer(
+        "Which port does git instaweb bind the httpd to if I don't choose one?",
+        evidence(("git-instaweb(1)", "OPTIONS", options)),
+    )
+    assert not draft.declined, draft.reason
+    assert "The port number to bind the httpd to. (Default: 1234)" in draft.answer
+
+
+def test_which_exit_code_asks_for_a_number_and_a_manual_section_is_none() -> None:
+    """The sentence that states the code answers, not the one about "this code" that names none;
+    "git-bisect(1)" names a manual page, not a number."""
+    run = """If the script exits with this code, the current revision will be skipped (see git-bisect(1)
+skip above). The special exit code 125 should be used when the current source code cannot be tested."""
+    draft = ExtractiveAnswerer().answer(
+        "Which exit code should my git bisect run script return for a commit that cannot be tested?",
+        evidence(("git-bisect(1)", "Bisect run", run)),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("The special exit code 125")
+
+
+NOTES_REF = """**core.notesRef** When showing commit messages, also show notes which are stored in the given
+ref. See git-notes(1).
+
+If the given ref does not exist, it is not an error but means that no notes should be printed. This
+setting defaults to "refs/notes/commits" and can be overridden by the GIT_NOTES_REF environment
+variable."""
+
+
+def test_a_default_is_answered_by_the_sentence_that_states_it_not_by_a_pointer_elsewhere() -> None:
+    """ "See git-notes(1)." states nothing; the condition before the default ("If the given ref does
+    not exist, ...") negates nothing the question asks."""
+    draft = ExtractiveAnswerer().answer(
+        "Which ref does git notes use by default?", evidence(("git-config(1)", "Variables", NOTES_REF))
+    )
+    assert not draft.declined, draft.reason
+    assert 'defaults to "refs/notes/commits"' in draft.answer
+    assert "See git-notes(1)." not in draft.answer
