@@ -866,7 +866,8 @@ _CALENDAR_WORDS = frozenset(
 _DEFINITION_QUESTION = re.compile(
     r"^\s*what\s+(?:does|do)\b.*\b(?:do|mean|return|returns)\s*\??\s*$"
     r"|^\s*what\s+(?:is|are)\s+(?:an?\s+|the\s+)?[^\s?]+(?:\s+[^\s?]+){0,3}\s*\??\s*$"
-    r"|\bwhat\s+is\s+the\s+(?:purpose|use|meaning)\s+of\b|\bused\s+for\s*\??\s*$",
+    r"|\bwhat\s+is\s+the\s+(?:purpose|use|meaning)\s+of\b|\bused\s+for\s*\??\s*$"
+    r"|^\s*what\s+(?:is|are)\s+\S.{0,60}\s+(?:for|good for)\s*\??\s*$",
     re.IGNORECASE,
 )
 

@@ -287,3 +287,15 @@ def test_a_default_is_answered_by_the_sentence_that_states_it_not_by_a_pointer_e
     assert not draft.declined, draft.reason
     assert 'defaults to "refs/notes/commits"' in draft.answer
     assert "See git-notes(1)." not in draft.answer
+
+
+def test_what_a_command_is_for_is_answered_from_the_opening_of_its_page() -> None:
+    draft = ExtractiveAnswerer().answer(
+        "What is TRUNCATE for?",
+        evidence(
+            ("TRUNCATE", "Notes", TRUNCATE_NOTES),
+            ("TRUNCATE", "Description", TRUNCATE_DESCRIPTION),
+        ),
+    )
+    assert not draft.declined, draft.reason
+    assert "TRUNCATE quickly removes all rows from a set of tables." in draft.answer
