@@ -163,7 +163,8 @@ def ask(
         stats["support_score"] = round(draft.support_score, 4)
     # A question naming an identifier that no document in scope holds is not answered from
     # passages about something else, whatever the answerer made of them.
-    unknown = never_mentioned(s.index, scope.to_filter(), question, evidence)
+    best_relevance = max((hit.score for hit in retrieval.hits), default=None)
+    unknown = never_mentioned(s.index, scope.to_filter(), question, evidence, best_relevance)
     if unknown:
         draft = replace(draft, declined=True, reason=unknown, answer="", used_refs=())
     if draft.declined:

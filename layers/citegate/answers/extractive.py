@@ -147,6 +147,13 @@ FEATURES: Final = (
     "entry",  # 1 if the passage's title or section heading names what the question is about: the
     # entry of the setting, option, function or command asked for, not a page that mentions it
     "lead",  # 1 if the sentence opens its section and the question asks what something is or does
+    "term_entry",  # 1 if the sentence is the entry of an option or identifier the question names: it
+    # opens with that term, as a definition list or an option table writes it ("--all  Tell ...")
+    "history",  # 1 if the sentence is a version note ("Changed in version 3.8: ...") and the
+    # question does not ask about versions: it says what changed, rarely what holds now
+    "states_default",  # 1 if the question asks for a default and the sentence states one
+    # ("defaults to 90 days", "sha1 is the default", "(Default: 1234)")
+    "pointer",  # 1 if the sentence only points elsewhere ("See git(1) for details."): never quoted
 )
 
 # Rank score of a sentence: which sentences to quote. Coordinate ascent over a grid (0-2) for
@@ -167,6 +174,9 @@ RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
         # entry of the thing asked about, and "what does X do" is answered where X's section opens.
         "entry": 1.0,
         "lead": 1.0,
+        "term_entry": 1.0,
+        "history": -1.0,
+        "states_default": 1.0,
     }
 )
 
@@ -247,6 +257,8 @@ class ExtractiveConfig:
 
 
 DEFAULT_CONFIG: Final = ExtractiveConfig()
+# When the best sentence is the entry of what was asked about, further sentences come from entries too.
+_ENTRY_FEATURES: Final = ("entry", "term_entry")
 _PRONOUN_OPENING = re.compile(
     r"^(?:It|Its|He|His|She|Her|They|Their|This|These|Those|That)\b|^(?:它|他|她|其|该|該|此)"
 )
@@ -401,6 +413,10 @@ _TIME_QUESTION = re.compile(
 )
 _NUMERIC_QUESTION = re.compile(
     r"\bhow (?:many|much|long|old|far|big|large|high|tall|often|fast|deep|wide|heavy|hot|cold)\b"
+    # A program's numbers: "which exit code / port", "what is the maximum depth".
+    r"|\b(?:what|which) (?:exit (?:code|status)|port(?: number)?)\b"
+    r"|\b(?:what|which) (?:is|are) the (?:maximum|minimum|largest|smallest) (?:\w+ )?"
+    r"(?:depth|size|length|number|count|limit|value|width)\b"
     r"|\b(?:what|which|in what|what was the|what is the) (?:percentage|percent"
     r"|number|amount|age|temperature|proportion|size|distance|population|rate)\b"
     r"|多少|几|多长|多高|多大|多远|多久|多重|多深|多宽|多快"
@@ -507,6 +523,10 @@ _LATIN_WORD = re.compile(r"[^\W\d_]{2,}")
 # The least a quotable sentence says: Latin words, or Han characters.
 MIN_SENTENCE_WORDS: Final = 3
 MIN_SENTENCE_HAN: Final = 6
+# A unit ending in a colon is a sentence (not a label) from this many words, unless it only
+# announces an example ("For example, to replace SHA-1 ...:").
+MIN_INTRO_WORDS: Final = 6
+_EXAMPLE_OPENING = re.compile(r"(?:for (?:example|instance)|e\.g\.|example)\b", re.IGNORECASE)
 
 
 def _is_fragment(sentence: str, first: bool) -> bool:
@@ -520,7 +540,14 @@ def _is_fragment(sentence: str, first: bool) -> bool:
     body = _LIST_ITEM.sub("", sentence, count=1)
     if len(_LATIN_WORD.findall(body)) < MIN_SENTENCE_WORDS and len(_HAN.findall(body)) < MIN_SENTENCE_HAN:
         return True
-    if not _TERMINAL.search(sentence) and not _LIST_ITEM.match(sentence):
+    # A whole sentence may end in a colon that introduces its example or list ("the median is the
+    # average of the two middle values:"); a label does not ("Parameters:").
+    introduces = (
+        sentence.endswith(":")
+        and len(_LATIN_WORD.findall(body)) >= MIN_INTRO_WORDS
+        and not _EXAMPLE_OPENING.match(body)
+    )
+    if not _TERMINAL.search(sentence) and not _LIST_ITEM.match(sentence) and not introduces:
         return True
     return first and bool(re.match(r"[a-z,;:)\]，、；：）]", sentence))
 
@@ -543,8 +570,16 @@ def _quotable(text: str) -> tuple[tuple[str, bool], ...]:
     for n, part in enumerate(_FENCE.split(f"```\n{section}" if inside else section)):
         code = n % 2 == 1
         for sentence in split_sentences(part):
+            if not code and units and units[-1][1] and _ASIDE.match(sentence):
+                # "(Default: 1234)" after an option's description belongs to that sentence.
+                units[-1] = (f"{units[-1][0]} {sentence}", True)
+                continue
             units.append((sentence, not code and not _is_fragment(sentence, not units)))
     return tuple(units)
+
+
+# A parenthesised aside standing alone after a sentence.
+_ASIDE = re.compile(r"^\([^()]{1,120}\)[.;]?$")
 
 
 def _is_number(token: str) -> bool:
@@ -569,8 +604,42 @@ class _Question:
     words: Mapping[str, str] = field(default_factory=dict)  # stem -> the question's word (reasons)
 
 
+# "... when I don't pass one?", "... unless told otherwise?": the question asks for a default, which
+# the documentation states with that word ("The default value is -1"), not with the question's.
+_ASKS_DEFAULT = re.compile(
+    r"\b(?:if|when|unless)\s+(?:i|you|we|one|it|they)?\s*(?:don'?t|do not|doesn'?t|does not|never)\s+"
+    r"(?:pass|give|set|specify|choose|provide|configure|supply|say|tell)\b"
+    r"|\bunless told otherwise\b"
+    r"|\b(?:is|are|isn'?t|aren'?t)\s+(?:not\s+)?(?:given|omitted|specified|passed)\b"
+    r"|\bwhen\s+(?:it is |it's )?(?:not given|omitted|not specified|not set|left out)\b",
+    re.IGNORECASE,
+)
+# A clause that qualifies the question ("What does f() return when it cannot tell how many ...?"):
+# the kind of answer asked for is read from the main clause before it.
+_SUBORDINATE = re.compile(r"\s(?:when|if|unless|after|before|while|once|until|because)\s", re.IGNORECASE)
+_WH_OPENING = re.compile(r"^\s*(?:what|which|how|who|where)\b", re.IGNORECASE)
+
+
+def _main_clause(lowered: str) -> str:
+    if not _WH_OPENING.match(lowered):
+        return lowered
+    cut = _SUBORDINATE.search(lowered)
+    if cut is None or len(lowered[: cut.start()].split()) < 3:
+        return lowered
+    return lowered[: cut.start()]
+
+
+# "in Python 3.11", "for PostgreSQL 15": the release the whole manual is about, not a number the
+# answer must repeat (a manual's sentences rarely name their own version).
+_RELEASE_QUALIFIER = re.compile(r"\b(?:in|for|of|with|on)\s+(?:[A-Z][\w+-]*\s+)+v?\d+(?:\.\d+)+\b")
+
+
 def _analyse_question(question: str) -> _Question:
     text = unicodedata.normalize("NFKC", question)
+    release = _RELEASE_QUALIFIER.search(text)
+    if release is not None:  # the version goes, the product's name stays
+        kept = re.sub(r"\s+v?\d+(?:\.\d+)+$", "", release.group())
+        text = f"{text[: release.start()]}{kept}{text[release.end() :]}"
     tokens = _tokens(text)
     stems = _stems(tokens)
     frame = {m.group(1).lower() for m in _MEASURE_FRAME.finditer(text)}
@@ -581,6 +650,8 @@ def _analyse_question(question: str) -> _Question:
     ]
     if not content:  # a question of stopwords only still has something to match
         content = list(zip(tokens, stems, strict=True))
+    if _ASKS_DEFAULT.search(text) and "default" not in tokens:
+        content.append(("default", _stems(["default"])[0]))
     terms = tuple(dict.fromkeys(stem for _, stem in content))
     numbers = frozenset(stem for tok, stem in content if _DIGIT.search(tok))
     salient = set(numbers)
@@ -601,7 +672,8 @@ def _analyse_question(question: str) -> _Question:
         salient.update(_stems(quoted_tokens))
     salient &= set(terms)
     bigrams = frozenset((a, b) for (_, a), (_, b) in pairwise(content) if a != b)
-    lowered = text.lower()
+    lowered = _main_clause(text.lower())
+    main_tokens = tokens[: len(_tokens(lowered))] if lowered != text.lower() else tokens
     answer_type = "any"
     if _TIME_QUESTION.search(lowered):
         answer_type = "time"
@@ -621,8 +693,10 @@ def _analyse_question(question: str) -> _Question:
         names=name_stems,
         bigrams=bigrams,
         answer_type=answer_type,
-        negated=any(tok in _NEGATIONS for tok in tokens),
-        negated_terms=_negated_terms(tokens, stems) & frozenset(terms),
+        # Negation in the main clause only: "when no exception is set" or "if I don't pass one"
+        # describes the situation asked about; it does not ask what is not the case.
+        negated=any(tok in _NEGATIONS for tok in main_tokens),
+        negated_terms=_negated_terms(main_tokens, _stems(main_tokens)) & frozenset(terms),
         antonyms=MappingProxyType(antonyms),
         measure=_measure(lowered) if answer_type == "number" else "",
         words=MappingProxyType({stem: tok for tok, stem in reversed(content)}),
@@ -673,11 +747,29 @@ def clear_sentence_cache() -> None:
     _quotable.cache_clear()
 
 
+# A sentence's leading condition ("If the given ref does not exist, ..."): what it negates sets the
+# scene; the main clause after its comma says what holds.
+_LEADING_CONDITION = re.compile(r"^\s*(?:if|when|unless|whenever|while)\b[^,;:]{0,200},", re.IGNORECASE)
+
+
+def _main_clause_tokens(sentence: str, tokens: list[str], stems: list[str]) -> tuple[list[str], list[str]]:
+    condition = _LEADING_CONDITION.match(sentence)
+    if condition is None:
+        return tokens, stems
+    skip = len(_tokens(condition.group()))
+    return tokens[skip:], stems[skip:]
+
+
+# A manual page's section after its name ("git-pack-objects(1)") is no number the sentence states.
+_MAN_SECTION = re.compile(r"(?<=\w)\(\d[a-z]*\)")
+
+
 @lru_cache(maxsize=SENTENCE_CACHE_SIZE)
 def _analyse_sentence(sentence: str) -> _Sentence:
     tokens = _tokens(sentence)
     stems = _stems(tokens)
     by_token = dict(zip(tokens, stems, strict=True))
+    stated = dict(zip(t := _tokens(_MAN_SECTION.sub("", sentence)), _stems(t), strict=True))
     names: set[str] = set()
     lead: set[str] = set()
     for i, match in enumerate(_CAPITALISED.finditer(sentence)):
@@ -688,7 +780,7 @@ def _analyse_sentence(sentence: str) -> _Sentence:
                 (lead if opening else names).add(stem)
     time_terms = {
         stem
-        for token, stem in by_token.items()
+        for token, stem in stated.items()
         if _is_number(token) or token in _TIME_WORDS or (not token.isascii() and _TIME_ZH.search(token))
     }
     return _Sentence(
@@ -696,10 +788,10 @@ def _analyse_sentence(sentence: str) -> _Sentence:
         stems=tuple(stems),
         content=tuple(s for t, s in zip(tokens, stems, strict=True) if t not in _DROP),
         stem_set=frozenset(stems),
-        numbers=frozenset(s for t, s in by_token.items() if _is_number(t)),
+        numbers=frozenset(s for t, s in stated.items() if _is_number(t)),
         names=frozenset(names),
         negated=not _NEGATIONS.isdisjoint(by_token),
-        negated_terms=_negated_terms(tokens, stems),
+        negated_terms=_negated_terms(*_main_clause_tokens(sentence, tokens, stems)),
         time_terms=frozenset(time_terms),
         lead_name=frozenset(lead),
     )
@@ -780,7 +872,8 @@ _CALENDAR_WORDS = frozenset(
 _DEFINITION_QUESTION = re.compile(
     r"^\s*what\s+(?:does|do)\b.*\b(?:do|mean|return|returns)\s*\??\s*$"
     r"|^\s*what\s+(?:is|are)\s+(?:an?\s+|the\s+)?[^\s?]+(?:\s+[^\s?]+){0,3}\s*\??\s*$"
-    r"|\bwhat\s+is\s+the\s+(?:purpose|use|meaning)\s+of\b|\bused\s+for\s*\??\s*$",
+    r"|\bwhat\s+is\s+the\s+(?:purpose|use|meaning)\s+of\b|\bused\s+for\s*\??\s*$"
+    r"|^\s*what\s+(?:is|are)\s+\S.{0,60}\s+(?:for|good for)\s*\??\s*$",
     re.IGNORECASE,
 )
 
@@ -803,6 +896,52 @@ def _opens_section(text: str) -> bool:
     so that its first quotable sentence is the first sentence of that section."""
     middle = len(text) // 2
     return any(h.start <= middle for h in chunk_headings(text))
+
+
+# A sentence that states a default, and one that only points to another page.
+_STATES_DEFAULT = re.compile(
+    r"\bdefaults?\s*(?:to\b|is\b|value is\b|:)|\bis the default\b|\bby default\b", re.IGNORECASE
+)
+_POINTER = re.compile(
+    r"^\s*\(?(?:see(?: also)?|refer to|for (?:more |further )?(?:details|information),? see)\b", re.IGNORECASE
+)
+POINTER_MAX_WORDS: Final = 12
+
+
+def _is_pointer(sentence: str) -> bool:
+    return bool(_POINTER.match(sentence)) and len(sentence.split()) <= POINTER_MAX_WORDS
+
+
+# A version note, as Sphinx and reStructuredText write them; and questions about versions.
+_VERSION_NOTE = re.compile(
+    r"^\s*(?:[-*]\s+)?(?:\*\*)?(?:\.\.\s+)?(?:(?:changed|new|added|deprecated|removed)\s+(?:in|since)\s+version\b"
+    r"|version(?:changed|added)::|deprecated::)",
+    re.IGNORECASE,
+)
+_ASKS_VERSION = re.compile(
+    r"\b(?:versions?|changed?|added|introduced|deprecated|removed|since|history|release[sd]?|when)\b",
+    re.IGNORECASE,
+)
+# The terms an entry opens with: `**-a**, **--all**`, `--system-site-packages`, `work_mem (integer)`.
+_ENTRY_HEAD = re.compile(r"^\s*(?:[-*•]\s+)?((?:[*`]*[^\s*`,]+[*`]*)(?:\s*,\s*[*`]*[^\s*`,]+[*`]*)*)")
+_SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z]\b")
+
+
+def _entry_terms(question: str, specific: Sequence[SpecificTerm]) -> frozenset[str]:
+    """The options and identifiers a question names, as an entry would open with them."""
+    terms = {t.text.strip("`").lower() for t in specific if t.identifier}
+    terms.update(m.group().lower() for m in _SHORT_OPTION.finditer(question))
+    return frozenset(t.rstrip("()") for t in terms if t)
+
+
+def _opens_with(sentence: str, terms: frozenset[str]) -> bool:
+    """Whether the sentence opens with one of `terms` (among the comma-separated terms it starts
+    with, bold or code marks aside): the entry of that term in a definition list or option table."""
+    head = _ENTRY_HEAD.match(sentence)
+    if head is None or not terms:
+        return False
+    opened = {part.strip().strip("*`").rstrip("()").lower() for part in head.group(1).split(",")}
+    return not opened.isdisjoint(terms)
 
 
 def _names(terms: Sequence[SpecificTerm], text: str) -> bool:
@@ -986,6 +1125,10 @@ class ExtractiveAnswerer:
             ev.number: bool(specific) and _names(specific, f"{ev.title}\n{ev.heading}") for ev in evidence
         }
         definition = bool(_DEFINITION_QUESTION.search(question))
+        entry_terms = _entry_terms(question, specific)
+        asks_version = bool(_ASKS_VERSION.search(question))
+        default_stem = _stems(["default"])[0]
+        asks_default = default_stem in q.terms
         # The title and the heading of the section the passage sits in are read with every sentence.
         titles = {
             ev.number: frozenset(_stems(_tokens(f"{ev.title} {ev.heading}".strip()))) for ev in evidence
@@ -1054,7 +1197,7 @@ class ExtractiveAnswerer:
                 if i > 0 and _PRONOUN_OPENING.match(sentence.text) and units[ev.number][i - 1][1]:
                     own, text = own | sentences[i - 1].stem_set, f"{sentences[i - 1].text} {sentence.text}"
                     parts = (sentences[i - 1].text, sentence.text)
-                    negated_own = negated_own | sentences[i - 1].negated_terms
+                    # The antecedent is read for its terms; what it negates is its own business.
                     focus_of.append(sentences[i - 1])
                 features = {
                     "recall": recall(own),
@@ -1088,6 +1231,10 @@ class ExtractiveAnswerer:
                     "identifiers": 1.0 if holds_identifiers[ev.number] else 0.0,
                     "entry": 1.0 if entries[ev.number] else 0.0,
                     "lead": 1.0 if opens and i == first_quotable else 0.0,
+                    "term_entry": 1.0 if _opens_with(sentence.text, entry_terms) else 0.0,
+                    "history": 0.0 if asks_version or not _VERSION_NOTE.match(text) else 1.0,
+                    "states_default": 1.0 if asks_default and _STATES_DEFAULT.search(text) else 0.0,
+                    "pointer": 1.0 if _is_pointer(text) else 0.0,
                 }
                 candidates.append(Candidate(ev, i, text, features, parts=parts))
 
@@ -1182,6 +1329,8 @@ class ExtractiveAnswerer:
             return False
         if features.get("identifiers", 1.0) < 1.0:  # a passage without the identifier asked about
             return False
+        if features.get("pointer", 0.0) > 0:  # "See git(1) for details." states nothing
+            return False
         return features.get("key_recall", 1.0) >= config.min_key_recall
 
     def support_logit(self, analysis: Analysis) -> float:
@@ -1244,7 +1393,9 @@ class ExtractiveAnswerer:
             "rank_score": best.rank_score,
             "support_logit": logit,
         }
-        vetoes = () if analysis.han else config.veto_features
+        # No vetoes in Chinese (see VETO_FEATURES), nor on the entry of the option asked about: its
+        # description reads "..., but new files are not affected" without answering a negated question.
+        vetoes = () if analysis.han or best.features.get("term_entry", 0.0) > 0 else config.veto_features
         veto = next((f for f in vetoes if best.features.get(f, 0.0) > 0), None)
         if veto is not None:
             diagnostics["veto"] = veto
@@ -1272,7 +1423,7 @@ class ExtractiveAnswerer:
                 break
             if candidate.rank_score < config.extra_sentence_ratio * best.rank_score:
                 break  # candidates are sorted: nothing further qualifies
-            if candidate.features.get("entry", 0.0) < best.features.get("entry", 0.0):
+            if any(candidate.features.get(f, 0.0) < best.features.get(f, 0.0) for f in _ENTRY_FEATURES):
                 continue  # the entry of the thing asked about answers; a mention elsewhere does not
             ref = candidate.evidence.ref_id
             if ref not in refs and len(refs) >= config.max_passages:

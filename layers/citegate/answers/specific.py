@@ -118,21 +118,67 @@ def unknown_to(index: SearchIndex, scope: SearchFilter, terms: Sequence[Specific
     return unknown
 
 
+# A plain word of the question that no chunk in scope holds is as telling as an identifier when
+# nothing matched the question well either ("store fresh basil" against a version-control manual:
+# best relevance 0.02). Checked only below this relevance (the absolute estimate of
+# citegate.search.relevance) of the best hit: a question on the subject with a word the documents
+# put otherwise ("Where is the agent's memory kept?", 0.24; SQuAD's misspelt "intertial") is still
+# answered. Real manuals' off-topic questions scored 0.016-0.038 (benchmarks/manuals, dev).
+WEAK_MATCH_RELEVANCE = 0.1
+_WORD = re.compile(r"[A-Za-z][\w'’-]*[A-Za-z0-9]")
+# Words a question is framed with, which say nothing about its subject.
+_FRAME_WORDS = _NOT_NAMES | frozenset(
+    {"that", "this", "there", "their", "they", "them", "my", "your", "our", "me", "you", "it", "its"}
+    | {"has", "have", "had", "was", "were", "been", "be", "get", "got", "use", "used", "using", "way"}
+    | {"best", "into", "than", "then", "any", "all", "some", "much", "many", "more", "most", "also"}
+    | {"does", "doesn't", "don't", "isn't", "aren't", "won't", "can't", "cannot", "about", "between"}
+)
+
+
+def plain_words(question: str) -> tuple[SpecificTerm, ...]:
+    """The question's other Latin words (three letters or more, frame words aside) as terms."""
+    seen: set[str] = set()
+    terms = []
+    for match in _WORD.finditer(question):
+        word = match.group().removesuffix("'s").removesuffix("’s")
+        if len(word) < 3 or word.lower() in _FRAME_WORDS or word.lower() in seen:
+            continue
+        seen.add(word.lower())
+        required = _required(word)
+        if required and not required <= STOPWORDS:
+            terms.append(SpecificTerm(word, required, False))
+    return tuple(terms)
+
+
 def quoted(terms: Sequence[SpecificTerm]) -> str:
     return ", ".join(f"'{t.text}'" for t in terms)
 
 
 def never_mentioned(
-    index: SearchIndex, scope: SearchFilter, question: str, evidence: Sequence[Evidence]
+    index: SearchIndex,
+    scope: SearchFilter,
+    question: str,
+    evidence: Sequence[Evidence],
+    relevance: float | None = None,
 ) -> str | None:
     """Why the knowledge bases in scope cannot answer `question`: it names an identifier that no
-    chunk in scope holds. None when every identifier is there (or the question names none).
-    Costs a lexical search only for a term the evidence itself lacks."""
-    # Identifiers only: a name the documents spell otherwise (an accent left out, a misspelling)
-    # is often still answered (SQuAD 2.0 dev: 6 answerable questions name such a name).
-    terms = [t for t in specific_terms(question) if t.identifier]
-    if not terms:
-        return None
-    missing = unmentioned(terms, (f"{e.title}\n{e.heading}\n{e.text}" for e in evidence))
-    unknown = unknown_to(index, scope, missing) if missing else []
+    chunk in scope holds, or, when its best hit's `relevance` is below WEAK_MATCH_RELEVANCE, a
+    word that none holds. None when every such term is there. Costs a lexical search only for a
+    term the evidence itself lacks."""
+    passages = [f"{e.title}\n{e.heading}\n{e.text}" for e in evidence]
+    # Identifiers, whatever the match: a name the documents spell otherwise (an accent left out, a
+    # misspelling) is often still answered (SQuAD 2.0 dev: 6 answerable questions name such a name).
+    identifiers = [t for t in specific_terms(question) if t.identifier]
+    unknown = _unknown(index, scope, identifiers, passages)
+    if not unknown and relevance is not None and relevance < WEAK_MATCH_RELEVANCE:
+        inside = set().union(*(index_terms(t.text) for t in identifiers)) if identifiers else set()
+        words = [t for t in plain_words(question) if not t.required <= inside]
+        unknown = _unknown(index, scope, words, passages)
     return NEVER_MENTIONED_REASON.format(terms=quoted(unknown)) if unknown else None
+
+
+def _unknown(
+    index: SearchIndex, scope: SearchFilter, terms: Sequence[SpecificTerm], passages: Sequence[str]
+) -> list[SpecificTerm]:
+    missing = unmentioned(terms, passages) if terms else []
+    return unknown_to(index, scope, missing) if missing else []

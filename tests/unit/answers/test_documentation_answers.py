@@ -167,3 +167,135 @@ def test_a_passage_that_starts_inside_a_code_block_is_read_as_prose_after_the_bl
     assert not draft.declined, draft.reason
     assert "match, case and _" in draft.answer
     assert "yield" not in draft.answer
+
+
+def test_an_option_is_answered_from_its_own_entry_in_the_option_list() -> None:
+    """A definition list writes each option as its term, then what it does: that entry answers
+    "what does --x do", not a sentence elsewhere that mentions --x in passing."""
+    creating = """The created pyvenv.cfg file also includes the include-system-site-packages key, set to
+true if venv is run with the --system-site-packages option, false otherwise.
+
+--clear  Delete the contents of the environment directory if it already exists, before creation.
+
+--system-site-packages  Give the virtual environment access to the system site-packages dir."""
+    draft = ExtractiveAnswerer().answer(
+        "What does the --system-site-packages option of venv do?",
+        evidence(("venv — Creation of virtual environments", "Creating virtual environments", creating)),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("--system-site-packages  Give the virtual environment")
+
+
+def test_a_version_note_does_not_answer_what_holds_now_unless_versions_are_asked_about() -> None:
+    entry = """### pickle.DEFAULT_PROTOCOL
+
+An integer, the default protocol version used for pickling. Currently the default protocol is 4,
+first introduced in Python 3.4 and incompatible with previous versions.
+
+Changed in version 3.0: The default protocol is 3.
+
+Changed in version 3.8: The default protocol is 4."""
+    passages = evidence(("pickle — Python object serialization", "pickle.DEFAULT_PROTOCOL", entry))
+    # "in Python 3.11" names the release the manual is about: no sentence has to repeat 3.11.
+    now = ExtractiveAnswerer().answer("What is the default pickle protocol in Python 3.11?", passages)
+    assert not now.declined, now.reason
+    assert "Currently the default protocol is 4" in now.answer
+    assert "Changed in version 3.0" not in now.answer
+    history = ExtractiveAnswerer().answer(
+        "In which version did the default pickle protocol change to 3?", passages
+    )
+    assert "Changed in version 3.0: The default protocol is 3." in history.answer
+
+
+def test_a_question_about_the_default_is_answered_by_the_sentence_that_says_default() -> None:
+    """ "When I don't pass one" asks for the default; its "don't" asks nothing negative."""
+    compress = """### zlib.compress(data, /, level=-1, wbits=MAX_WBITS)
+
+Compresses the bytes in data, returning a bytes object containing compressed data. level is an
+integer from 0 to 9 or -1 controlling the level of compression; 1 is fastest and 9 is slowest.
+The default value is -1 (Z_DEFAULT_COMPRESSION). Z_DEFAULT_COMPRESSION represents a default
+compromise between speed and compression (currently equivalent to level 6)."""
+    draft = ExtractiveAnswerer().answer(
+        "Which compression level does zlib.compress use when I don't pass one?",
+        evidence(("zlib — Compression compatible with gzip", "zlib.compress(data, /, level=-1)", compress)),
+    )
+    assert not draft.declined, draft.reason
+    assert "The default value is -1 (Z_DEFAULT_COMPRESSION)." in draft.answer
+
+
+def test_a_sentence_that_ends_in_a_colon_before_its_example_can_be_quoted() -> None:
+    median = """### statistics.median(data)
+
+Return the median (middle value) of numeric data, using the common "mean of middle two" method.
+
+When the number of data points is even, the median is interpolated by taking the average of the two
+middle values:
+
+```python3
+>>> median([1, 3, 5, 7])
+4.0
+```"""
+    draft = ExtractiveAnswerer().answer(
+        "How does statistics.median compute the median of an even number of values?",
+        evidence(("statistics — Mathematical statistics functions", "statistics.median(data)", median)),
+    )
+    assert not draft.declined, draft.reason
+    assert "taking the average of the two middle values:" in draft.answer
+    assert ">>>" not in draft.answer
+
+
+def test_a_parenthesised_default_after_an_option_is_quoted_with_it() -> None:
+    options = """**-d**, **--httpd** The HTTP daemon command-line that will be executed.
+
+**-p**, **--port** The port number to bind the httpd to.
+(Default: 1234)"""
+    draft = ExtractiveAnswerer().answer(
+        "Which port does git instaweb bind the httpd to if I don't choose one?",
+        evidence(("git-instaweb(1)", "OPTIONS", options)),
+    )
+    assert not draft.declined, draft.reason
+    assert "The port number to bind the httpd to. (Default: 1234)" in draft.answer
+
+
+def test_which_exit_code_asks_for_a_number_and_a_manual_section_is_none() -> None:
+    """The sentence that states the code answers, not the one about "this code" that names none;
+    "git-bisect(1)" names a manual page, not a number."""
+    run = """If the script exits with this code, the current revision will be skipped (see git-bisect(1)
+skip above). The special exit code 125 should be used when the current source code cannot be tested."""
+    draft = ExtractiveAnswerer().answer(
+        "Which exit code should my git bisect run script return for a commit that cannot be tested?",
+        evidence(("git-bisect(1)", "Bisect run", run)),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("The special exit code 125")
+
+
+NOTES_REF = """**core.notesRef** When showing commit messages, also show notes which are stored in the given
+ref. See git-notes(1).
+
+If the given ref does not exist, it is not an error but means that no notes should be printed. This
+setting defaults to "refs/notes/commits" and can be overridden by the GIT_NOTES_REF environment
+variable."""
+
+
+def test_a_default_is_answered_by_the_sentence_that_states_it_not_by_a_pointer_elsewhere() -> None:
+    """ "See git-notes(1)." states nothing; the condition before the default ("If the given ref does
+    not exist, ...") negates nothing the question asks."""
+    draft = ExtractiveAnswerer().answer(
+        "Which ref does git notes use by default?", evidence(("git-config(1)", "Variables", NOTES_REF))
+    )
+    assert not draft.declined, draft.reason
+    assert 'defaults to "refs/notes/commits"' in draft.answer
+    assert "See git-notes(1)." not in draft.answer
+
+
+def test_what_a_command_is_for_is_answered_from_the_opening_of_its_page() -> None:
+    draft = ExtractiveAnswerer().answer(
+        "What is TRUNCATE for?",
+        evidence(
+            ("TRUNCATE", "Notes", TRUNCATE_NOTES),
+            ("TRUNCATE", "Description", TRUNCATE_DESCRIPTION),
+        ),
+    )
+    assert not draft.declined, draft.reason
+    assert "TRUNCATE quickly removes all rows from a set of tables." in draft.answer
