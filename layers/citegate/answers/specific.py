@@ -121,7 +121,7 @@ def unknown_to(index: SearchIndex, scope: SearchFilter, terms: Sequence[Specific
 # A plain word of the question that no chunk in scope holds is as telling as an identifier when
 # nothing matched the question well either ("store fresh basil" against a version-control manual:
 # best relevance 0.02). Checked only below this relevance (the absolute estimate of
-# citegate.search.relevance) of the best hit: a question on the subject with a word the documents
+# citegate.knowledge.search.relevance) of the best hit: a question on the subject with a word the documents
 # put otherwise ("Where is the agent's memory kept?", 0.24; SQuAD's misspelt "intertial") is still
 # answered. Real manuals' off-topic questions scored 0.016-0.038 (benchmarks/manuals, dev).
 WEAK_MATCH_RELEVANCE = 0.1
