@@ -269,7 +269,8 @@ def test_a_weakly_matched_question_with_a_word_no_document_holds_is_declined_nam
     assert body["no_answer"] is True and body["citations"] == [], body
     assert body["no_answer_reason"] == "The knowledge base does not mention 'fresh', 'basil'."
     # A question on the subject is answered though one of its words ("kept") occurs in no document.
-    reworded = client.post(f"/v1/kb/{docs}/ask", json={"question": "Where is the agent's memory kept?"}).json()
+    reworded = client.post(
+        f"/v1/kb/{docs}/ask", json={"question": "Where is the agent's memory kept?"}
+    ).json()
     assert reworded["no_answer"] is False, reworded
     assert "~/.kgent/memory.db" in reworded["answer"]
-
