@@ -769,7 +769,10 @@ def _analyse_sentence(sentence: str) -> _Sentence:
     tokens = _tokens(sentence)
     stems = _stems(tokens)
     by_token = dict(zip(tokens, stems, strict=True))
-    stated = dict(zip(t := _tokens(_MAN_SECTION.sub("", sentence)), _stems(t), strict=True))
+    # Tokenized and stemmed again only when there is a manual section to leave out (hot path).
+    stated = by_token
+    if _MAN_SECTION.search(sentence):
+        stated = dict(zip(t := _tokens(_MAN_SECTION.sub("", sentence)), _stems(t), strict=True))
     names: set[str] = set()
     lead: set[str] = set()
     for i, match in enumerate(_CAPITALISED.finditer(sentence)):
