@@ -85,6 +85,10 @@ CHATS = TableShape(
     indexes=(IndexShape("by_updated", "owner_key", "updated_sk"),),
 )
 
+# Knowledge-base sources ("source#<id>") and their sync runs ("run#<source id>#<started>#<run id>"),
+# under their knowledge base; the source item holds the sync lease (citegate.knowledge.sources.store).
+SOURCES = TableShape("sources", "kb_id", "sk")
+
 TABLES: tuple[TableShape, ...] = (
     KBS,
     DOCUMENTS,
@@ -100,6 +104,7 @@ TABLES: tuple[TableShape, ...] = (
     FEEDBACK,
     WEB_CACHE,
     CHATS,
+    SOURCES,
 )
 # Audit records' retention unless CITEGATE_AUDIT_RETENTION_DAYS says otherwise (Settings.audit_ttl_days).
 AUDIT_TTL_DAYS = 400

@@ -205,6 +205,25 @@ class Fetcher:
             body = self._body(response, url, deadline, timeout)
             return Resource(url=url, status=response.status_code, headers=kept, body=body)
 
+    def fetch_any(self, raw_url: str, *, timeout: float, conditional: Conditional | None = None) -> Resource:
+        """Any answer of the URL with its raw body, under the same rules as `fetch` (each redirect
+        hop checked, the size capped): what a website source's crawl reads (robots.txt, sitemaps,
+        pages), whatever its type; a 304 or an error status comes back with no body."""
+        deadline = time.monotonic() + timeout
+        headers = self._headers(None)
+        if conditional and conditional.etag:
+            headers["If-None-Match"] = conditional.etag
+        if conditional and conditional.last_modified:
+            headers["If-Modified-Since"] = conditional.last_modified
+        with self._open(raw_url, deadline, timeout, (), headers, follow=True) as (target, response, _):
+            url = str(target.url)
+            body = b""
+            if 200 <= response.status_code < 300:
+                body = self._body(response, url, deadline, timeout)
+            return Resource(
+                url=url, status=response.status_code, headers=list(response.headers.multi_items()), body=body
+            )
+
     def _headers(self, locale: str | None) -> dict[str, str]:
         headers = {
             "User-Agent": self.user_agent,

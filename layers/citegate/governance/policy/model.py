@@ -14,7 +14,9 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, Field, model_validator
 
-WriteAction = Literal["ingest", "kb_admin", "feedback", "improvement_task", "admin"]
+# "sources": create, change and delete a knowledge base's sources; syncing one is "ingest" (what a
+# sync writes is documents), so an agent may be let sync sources it cannot create (docs/sources.md).
+WriteAction = Literal["ingest", "kb_admin", "feedback", "improvement_task", "admin", "sources"]
 ANY = "*"
 
 

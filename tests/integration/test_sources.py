@@ -1,0 +1,256 @@
+"""Sources (issue 29): a knowledge base that follows a folder or a Git repository, exactly.
+
+Through the gateway as a user calls it: a sync queues new and changed documents, skips unchanged
+ones (no embedding), deletes what is gone with its chunks; a changed document replaces its chunks;
+a sync stopped midway and run again ends consistent; two syncs of one source never run at once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from tests.integration.conftest import wait_for_task
+
+LONG = "The {word} lighthouse keeper trims the wick and polishes the lens every evening. " * 12
+
+
+def _page(title: str, word: str) -> str:
+    return f"# {title}\n\n" + LONG.format(word=word)
+
+
+def _folder(local_env: dict[str, Any], files: dict[str, str]) -> Path:
+    root = Path(local_env["ingest_root"]) / ("docs-" + uuid.uuid4().hex[:8])
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def _add(client: TestClient, kb: str, settings: dict[str, Any], name: str = "docs") -> dict[str, Any]:
+    response = client.post(f"/v1/kb/{kb}/sources", json={"name": name, "settings": settings})
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def _sync(client: TestClient, kb: str, source_id: str) -> dict[str, Any]:
+    response = client.post(f"/v1/kb/{kb}/sources/{source_id}/sync")
+    assert response.status_code == 200, response.text
+    run = dict(response.json())
+    for task_id in run["task_ids"]:
+        assert wait_for_task(client, task_id)["status"] == "succeeded"
+    return run
+
+
+def _documents(client: TestClient, kb: str) -> dict[str, dict[str, Any]]:
+    return {d["source_name"]: d for d in client.get(f"/v1/kb/{kb}/documents").json()["documents"]}
+
+
+def _chunks_by_document(stack: Any, kb: str) -> dict[str, list[Any]]:
+    from citegate.knowledge.search.base import SearchFilter
+
+    result = stack.services.index.search(
+        query="lighthouse", vector=None, filter=SearchFilter(kb_ids=frozenset({kb})), limit=1000, mode="lexical"
+    )
+    found: dict[str, list[Any]] = {}
+    for hit in result.hits:
+        found.setdefault(hit.chunk.source_name, []).append(hit.chunk)
+    return found
+
+
+def _consistent(client: TestClient, stack: Any, kb: str, expected: set[str]) -> None:
+    """Every file of the folder is one indexed document; its chunks, and nothing else, in the index."""
+    documents = _documents(client, kb)
+    assert set(documents) == expected
+    assert all(d["status"] == "indexed" for d in documents.values()), documents
+    chunks = _chunks_by_document(stack, kb)
+    assert set(chunks) == expected
+    for name, document in documents.items():
+        assert len(chunks[name]) == document["counts"]["children"] > 0
+        assert stack.services.index.count(kb_id=kb, document_id=document["document_id"]) == len(chunks[name])
+    assert stack.services.index.count(kb_id=kb) == sum(len(c) for c in chunks.values())
+
+
+def test_a_folder_source_syncs_exactly(client: TestClient, kb: str, stack: Any, local_env: dict[str, Any]) -> None:
+    root = _folder(
+        local_env,
+        {"guide/a.md": _page("Alpha", "amber"), "guide/b.md": _page("Beta", "blue"), "c.md": _page("Gamma", "green")},
+    )
+    source = _add(
+        client,
+        kb,
+        {
+            "kind": "folder",
+            "path": str(root),
+            "project": "lights",
+            "version": "2.1",
+            "base_url": "https://docs.example.org/docs",
+            "strip_suffix": True,
+            "path_prefix": "docs",
+        },
+    )
+    assert source["kind"] == "folder" and source["source_id"].startswith("src_")
+    first = _sync(client, kb, source["source_id"])
+    assert first["status"] == "succeeded"
+    assert first["counts"] | {} == first["counts"] and first["counts"]["added"] == 3
+    assert first["counts"]["unchanged"] == first["counts"]["deleted"] == 0
+    _consistent(client, stack, kb, {"guide/a.md", "guide/b.md", "c.md"})
+    a = _documents(client, kb)["guide/a.md"]
+    assert a["metadata"] == {
+        "project": "lights",
+        "path": "docs/guide/a.md",
+        "version": "2.1",
+        "url": "https://docs.example.org/docs/guide/a",
+    }
+    assert a["source_id"] == source["source_id"] and a["title"] == "Alpha"
+
+    # Nothing changed: nothing is queued, nothing embedded.
+    embedded_before = stack.services.embedder.misses
+    second = _sync(client, kb, source["source_id"])
+    assert second["counts"]["unchanged"] == 3 and second["task_ids"] == []
+    assert second["counts"]["added"] == second["counts"]["changed"] == second["counts"]["deleted"] == 0
+    assert stack.services.embedder.misses == embedded_before
+
+    # One changed, one deleted, one renamed (a delete and an add).
+    (root / "guide/a.md").write_text(_page("Alpha", "azure") + "\n\nA new closing paragraph about storms. " * 5)
+    (root / "c.md").unlink()
+    (root / "guide/b.md").rename(root / "guide/b2.md")
+    third = _sync(client, kb, source["source_id"])
+    assert third["counts"] | {"seen": 0} == {
+        "seen": 0,
+        "added": 1,
+        "changed": 1,
+        "unchanged": 0,
+        "deleted": 2,
+        "failed": 0,
+        "requeued": 0,
+    }
+    _consistent(client, stack, kb, {"guide/a.md", "guide/b2.md"})
+    texts = " ".join(c.text for c in _chunks_by_document(stack, kb)["guide/a.md"])
+    assert "azure" in texts and "amber" not in texts, "the changed file's old chunks are gone"
+
+    runs = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs").json()["runs"]
+    assert [r["run_id"] for r in runs] == [third["run_id"], second["run_id"], first["run_id"]]
+    assert all(r["duration_ms"] is not None and r["finished_at"] for r in runs)
+    listed = client.get(f"/v1/kb/{kb}/sources").json()["sources"]
+    assert [s["last_run"]["run_id"] for s in listed] == [third["run_id"]]
+
+
+def test_a_sync_stopped_midway_then_run_again_ends_consistent(
+    client: TestClient, kb: str, stack: Any, local_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citegate.knowledge.sources import sync as sync_module
+
+    files = {f"p{i:02}.md": _page(f"Page {i}", f"w{i}") for i in range(12)}
+    root = _folder(local_env, files)
+    source = _add(client, kb, {"kind": "folder", "path": str(root)})
+    _sync(client, kb, source["source_id"])
+    # Change 6 files and delete 3, then stop the sync (as a kill would: no clean-up runs) after it
+    # has accepted 4 documents and before it handed them to the queue.
+    for i in range(6):
+        (root / f"p{i:02}.md").write_text(_page(f"Page {i}", f"changed{i}"))
+    for i in range(9, 12):
+        (root / f"p{i:02}.md").unlink()
+
+    class Killed(BaseException):
+        pass
+
+    accept = stack.services.ingestion.accept
+    accepted: list[str] = []
+
+    def accept_then_die(*args: Any, **kwargs: Any) -> Any:
+        if len(accepted) == 4:
+            raise Killed
+        result = accept(*args, **kwargs)
+        accepted.append(result.task.task_id)
+        return result
+
+    monkeypatch.setattr(stack.services.ingestion, "accept", accept_then_die)
+    monkeypatch.setattr(sync_module, "ENQUEUE_EVERY", 1000)
+    kb_record = stack.services.kbs.get(kb)
+    stopped = stack.services.sources.get(kb, source["source_id"])
+    with pytest.raises(Killed):
+        sync_module.SourceSync(stack.services, lease_seconds=0.5).run(kb_record, stopped)
+    monkeypatch.undo()
+    # Meanwhile the knowledge base is consistent: each document is its old version (indexed) or
+    # its new one queued; nothing is duplicated or half deleted.
+    documents = _documents(client, kb)
+    assert len(documents) == 12
+    assert sum(d["status"] == "queued" for d in documents.values()) == 4
+    assert client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync").status_code == 409  # leased
+    time.sleep(0.6)  # the stopped run's lease runs out
+    again = _sync(client, kb, source["source_id"])
+    assert again["counts"]["requeued"] == 4 and again["counts"]["changed"] == 2
+    assert again["counts"]["deleted"] == 3 and again["counts"]["unchanged"] == 7
+    for task_id in accepted:
+        assert wait_for_task(client, task_id)["status"] == "succeeded"
+    _consistent(client, stack, kb, {f"p{i:02}.md" for i in range(9)})
+    texts = " ".join(c.text for cs in _chunks_by_document(stack, kb).values() for c in cs)
+    assert all(f"changed{i}" in texts for i in range(6)) and "w0 " not in texts
+    runs = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs").json()["runs"]
+    assert runs[1]["status"] == "abandoned" and runs[0]["status"] == "succeeded"
+
+
+def test_two_concurrent_syncs_of_one_source_run_once(
+    client: TestClient, kb: str, stack: Any, local_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citegate.knowledge.sources import kinds
+
+    root = _folder(local_env, {f"n{i}.md": _page(f"Note {i}", f"n{i}") for i in range(3)})
+    source = _add(client, kb, {"kind": "folder", "path": str(root)})
+    listing = kinds.folder_listing
+    inside = threading.Event()
+    release = threading.Event()
+
+    def slow_listing(*args: Any, **kwargs: Any) -> Any:
+        inside.set()
+        release.wait(10)
+        return listing(*args, **kwargs)
+
+    monkeypatch.setattr(kinds, "folder_listing", slow_listing)
+    answers: list[Any] = []
+    first = threading.Thread(
+        target=lambda: answers.append(client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync"))
+    )
+    first.start()
+    assert inside.wait(10)
+    second = client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync")
+    release.set()
+    first.join(30)
+    assert second.status_code == 409 and second.json()["error"] == "sync_in_progress"
+    assert answers[0].status_code == 200 and answers[0].json()["counts"]["added"] == 3
+    runs = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs").json()["runs"]
+    assert len(runs) == 1
+
+
+def test_source_errors_and_deletion(client: TestClient, kb: str, stack: Any, local_env: dict[str, Any]) -> None:
+    outside = client.post(f"/v1/kb/{kb}/sources", json={"name": "x", "settings": {"kind": "folder", "path": "/etc"}})
+    assert outside.status_code == 403
+    bad = client.post(f"/v1/kb/{kb}/sources", json={"name": "x", "settings": {"kind": "ftp", "path": "/"}})
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_request"
+    missing = client.get(f"/v1/kb/{kb}/sources/src_nothing")
+    assert missing.status_code == 404 and missing.json()["error"] == "source_not_found"
+    assert client.post("/v1/kb/no-such-kb/sources", json={"name": "x", "settings": {"kind": "folder", "path": "."}}).status_code == 404
+    root = _folder(local_env, {"one.md": _page("One", "one")})
+    source = _add(client, kb, {"kind": "folder", "path": str(root)})
+    changed = client.patch(
+        f"/v1/kb/{kb}/sources/{source['source_id']}", json={"name": "renamed", "schedule_minutes": 60}
+    )
+    assert changed.status_code == 200 and changed.json()["name"] == "renamed" and changed.json()["next_sync_at"]
+    other_kind = client.patch(
+        f"/v1/kb/{kb}/sources/{source['source_id']}", json={"settings": {"kind": "s3", "bucket": "abc"}}
+    )
+    assert other_kind.status_code == 400
+    _sync(client, kb, source["source_id"])
+    assert stack.services.index.count(kb_id=kb) > 0
+    deleted = client.delete(f"/v1/kb/{kb}/sources/{source['source_id']}")
+    assert deleted.status_code == 200 and deleted.json()["deleted"] == {"documents": 1}
+    assert _documents(client, kb) == {} and stack.services.index.count(kb_id=kb) == 0
+    assert client.get(f"/v1/kb/{kb}/sources").json()["sources"] == []
