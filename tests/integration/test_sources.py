@@ -254,3 +254,39 @@ def test_source_errors_and_deletion(client: TestClient, kb: str, stack: Any, loc
     assert deleted.status_code == 200 and deleted.json()["deleted"] == {"documents": 1}
     assert _documents(client, kb) == {} and stack.services.index.count(kb_id=kb) == 0
     assert client.get(f"/v1/kb/{kb}/sources").json()["sources"] == []
+
+
+def test_an_agent_may_sync_a_source_it_may_not_create(
+    client: TestClient, kb: str, stack: Any, local_env: dict[str, Any]
+) -> None:
+    from citegate.runtime.gateway import create_app
+    from tests.integration.conftest import audited
+
+    root = _folder(local_env, {"one.md": _page("One", "one")})
+    source = _add(client, kb, {"kind": "folder", "path": str(root)})
+    agent_id = "agent-" + uuid.uuid4().hex[:8]
+    policy = {
+        "tools": ["rag_sync_source", "rag_list_sources"],
+        "knowledge_bases": [kb],
+        "write_actions": ["ingest"],
+    }
+    assert client.put(f"/admin/policies/agent:{agent_id}", json=policy).status_code == 200
+    secret = client.post(f"/admin/agents/{agent_id}/credentials", json={"kind": "token"}).json()["secret"]
+    with TestClient(create_app(), headers={"Authorization": f"Bearer {secret}"}) as agent:
+        synced = agent.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync")
+        assert synced.status_code == 200 and synced.json()["counts"]["added"] == 1
+        assert synced.json()["caller"] == agent_id
+        refused = agent.post(
+            f"/v1/kb/{kb}/sources", json={"name": "x", "settings": {"kind": "folder", "path": str(root)}}
+        )
+        assert refused.status_code == 403, refused.text
+        assert agent.delete(f"/v1/kb/{kb}/sources/{source['source_id']}").status_code == 403
+    records = audited(stack, synced.headers["apigw-requestid"])
+    assert [(r.route, r.decision, r.tool) for r in records] == [
+        ("POST /v1/kb/{kb_id}/sources/{source_id}/sync", "allow", "rag_sync_source")
+    ]
+    # Granted the tool without the write action: refused too.
+    policy["write_actions"] = []
+    assert client.put(f"/admin/policies/agent:{agent_id}", json=policy).status_code == 200
+    with TestClient(create_app(), headers={"Authorization": f"Bearer {secret}"}) as agent:
+        assert agent.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync").status_code == 403
