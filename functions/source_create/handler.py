@@ -12,7 +12,9 @@ def create(kb_id: str):  # type: ignore[no-untyped-def]
 
     call = authorized(app)
     assert call.kb is not None
-    source = services().source_service.create(call.kb, parse_body(app, CreateSourceRequest), call.principal.id)
+    source = services().source_service.create(
+        call.kb, parse_body(app, CreateSourceRequest), call.principal.id
+    )
     return json_response(
         201, source.public(), headers={"Location": f"/v1/kb/{kb_id}/sources/{source.source_id}"}
     )

@@ -16,7 +16,9 @@ def runs(kb_id: str, source_id: str):  # type: ignore[no-untyped-def]
     if not raw.isdigit() or not 1 <= int(raw) <= 100:
         raise InvalidRequest("limit must be a number from 1 to 100", details={"field": "limit"})
     found = services().source_service.runs(call.kb, source_id, int(raw))
-    return json_response(200, {"kb_id": kb_id, "source_id": source_id, "runs": [r.model_dump() for r in found]})
+    return json_response(
+        200, {"kb_id": kb_id, "source_id": source_id, "runs": [r.model_dump() for r in found]}
+    )
 
 
 lambda_handler = http_handler(app, services)

@@ -227,7 +227,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         search="write",
     ),
     "source_sync": governed(
-        "POST /v1/kb/{kb_id}/sources/{source_id}/sync: list the source, queue what changed, delete what is gone",
+        "POST /v1/kb/{kb_id}/sources/{source_id}/sync: list, queue what changed, delete what is gone",
         memory_mb=1024,
         tables=_tables(sources="write", kbs="write", documents="write", tasks="write", parents="write"),
         objects={"raw/": _acts("put", "delete", "list")},

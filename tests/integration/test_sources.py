@@ -57,7 +57,11 @@ def _chunks_by_document(stack: Any, kb: str) -> dict[str, list[Any]]:
     from citegate.knowledge.search.base import SearchFilter
 
     result = stack.services.index.search(
-        query="lighthouse", vector=None, filter=SearchFilter(kb_ids=frozenset({kb})), limit=1000, mode="lexical"
+        query="lighthouse",
+        vector=None,
+        filter=SearchFilter(kb_ids=frozenset({kb})),
+        limit=1000,
+        mode="lexical",
     )
     found: dict[str, list[Any]] = {}
     for hit in result.hits:
@@ -78,10 +82,16 @@ def _consistent(client: TestClient, stack: Any, kb: str, expected: set[str]) -> 
     assert stack.services.index.count(kb_id=kb) == sum(len(c) for c in chunks.values())
 
 
-def test_a_folder_source_syncs_exactly(client: TestClient, kb: str, stack: Any, local_env: dict[str, Any]) -> None:
+def test_a_folder_source_syncs_exactly(
+    client: TestClient, kb: str, stack: Any, local_env: dict[str, Any]
+) -> None:
     root = _folder(
         local_env,
-        {"guide/a.md": _page("Alpha", "amber"), "guide/b.md": _page("Beta", "blue"), "c.md": _page("Gamma", "green")},
+        {
+            "guide/a.md": _page("Alpha", "amber"),
+            "guide/b.md": _page("Beta", "blue"),
+            "c.md": _page("Gamma", "green"),
+        },
     )
     source = _add(
         client,
@@ -119,7 +129,9 @@ def test_a_folder_source_syncs_exactly(client: TestClient, kb: str, stack: Any, 
     assert stack.services.embedder.misses == embedded_before
 
     # One changed, one deleted, one renamed (a delete and an add).
-    (root / "guide/a.md").write_text(_page("Alpha", "azure") + "\n\nA new closing paragraph about storms. " * 5)
+    (root / "guide/a.md").write_text(
+        _page("Alpha", "azure") + "\n\nA new closing paragraph about storms. " * 5
+    )
     (root / "c.md").unlink()
     (root / "guide/b.md").rename(root / "guide/b2.md")
     third = _sync(client, kb, source["source_id"])
@@ -230,20 +242,31 @@ def test_two_concurrent_syncs_of_one_source_run_once(
     assert len(runs) == 1
 
 
-def test_source_errors_and_deletion(client: TestClient, kb: str, stack: Any, local_env: dict[str, Any]) -> None:
-    outside = client.post(f"/v1/kb/{kb}/sources", json={"name": "x", "settings": {"kind": "folder", "path": "/etc"}})
+def test_source_errors_and_deletion(
+    client: TestClient, kb: str, stack: Any, local_env: dict[str, Any]
+) -> None:
+    outside = client.post(
+        f"/v1/kb/{kb}/sources", json={"name": "x", "settings": {"kind": "folder", "path": "/etc"}}
+    )
     assert outside.status_code == 403
     bad = client.post(f"/v1/kb/{kb}/sources", json={"name": "x", "settings": {"kind": "ftp", "path": "/"}})
     assert bad.status_code == 400 and bad.json()["error"] == "invalid_request"
     missing = client.get(f"/v1/kb/{kb}/sources/src_nothing")
     assert missing.status_code == 404 and missing.json()["error"] == "source_not_found"
-    assert client.post("/v1/kb/no-such-kb/sources", json={"name": "x", "settings": {"kind": "folder", "path": "."}}).status_code == 404
+    assert (
+        client.post(
+            "/v1/kb/no-such-kb/sources", json={"name": "x", "settings": {"kind": "folder", "path": "."}}
+        ).status_code
+        == 404
+    )
     root = _folder(local_env, {"one.md": _page("One", "one")})
     source = _add(client, kb, {"kind": "folder", "path": str(root)})
     changed = client.patch(
         f"/v1/kb/{kb}/sources/{source['source_id']}", json={"name": "renamed", "schedule_minutes": 60}
     )
-    assert changed.status_code == 200 and changed.json()["name"] == "renamed" and changed.json()["next_sync_at"]
+    assert (
+        changed.status_code == 200 and changed.json()["name"] == "renamed" and changed.json()["next_sync_at"]
+    )
     other_kind = client.patch(
         f"/v1/kb/{kb}/sources/{source['source_id']}", json={"settings": {"kind": "s3", "bucket": "abc"}}
     )
@@ -290,3 +313,96 @@ def test_an_agent_may_sync_a_source_it_may_not_create(
     assert client.put(f"/admin/policies/agent:{agent_id}", json=policy).status_code == 200
     with TestClient(create_app(), headers={"Authorization": f"Bearer {secret}"}) as agent:
         assert agent.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync").status_code == 403
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_a_git_source_follows_a_branch(
+    client: TestClient, kb: str, stack: Any, local_env: dict[str, Any]
+) -> None:
+    repo = _folder(
+        local_env,
+        {
+            "website/docs/intro.md": _page("Intro", "intro"),
+            "website/docs/guide/setup.md": _page("Setup", "setup"),
+            "website/docs/guide/old.md": _page("Old", "old"),
+            "website/blog/post.md": _page("Post", "post"),  # outside the subdir
+            "README.md": _page("Readme", "readme"),
+        },
+    )
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "first")
+    source = _add(
+        client,
+        kb,
+        {
+            "kind": "git",
+            "url": f"file://{repo}",
+            "ref": "main",
+            "subdir": "website/docs",
+            "project": "site",
+            "base_url": "https://site.example/docs",
+            "strip_suffix": True,
+            "path_prefix": "docs",
+        },
+    )
+    first = _sync(client, kb, source["source_id"])
+    assert first["status"] == "succeeded", first
+    assert first["counts"]["added"] == 3 and first["revision"] == _git(repo, "rev-parse", "HEAD")
+    _consistent(client, stack, kb, {"intro.md", "guide/setup.md", "guide/old.md"})
+    setup = _documents(client, kb)["guide/setup.md"]
+    assert setup["metadata"] == {
+        "project": "site",
+        "path": "docs/guide/setup.md",
+        "version": "main",
+        "url": "https://site.example/docs/guide/setup",
+    }
+    assert setup["source_revision"].startswith("git:")
+
+    unchanged = _sync(client, kb, source["source_id"])
+    assert unchanged["counts"]["unchanged"] == 3 and unchanged["task_ids"] == []
+
+    (repo / "website/docs/intro.md").write_text(_page("Intro", "fresh"))
+    _git(repo, "rm", "-q", "website/docs/guide/old.md")
+    _git(repo, "mv", "website/docs/guide/setup.md", "website/docs/guide/install.md")
+    _git(repo, "commit", "-qam", "second")
+    second = _sync(client, kb, source["source_id"])
+    assert (second["counts"]["added"], second["counts"]["changed"], second["counts"]["deleted"]) == (1, 1, 2)
+    assert second["counts"]["unchanged"] == 0
+    _consistent(client, stack, kb, {"intro.md", "guide/install.md"})
+
+    # A ref that does not exist fails the run and deletes nothing.
+    assert (
+        client.patch(
+            f"/v1/kb/{kb}/sources/{source['source_id']}",
+            json={
+                "settings": {
+                    "kind": "git",
+                    "url": f"file://{repo}",
+                    "ref": "no-such-branch",
+                    "subdir": "website/docs",
+                }
+            },
+        ).status_code
+        == 200
+    )
+    failed = client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync").json()
+    assert failed["status"] == "failed" and "git fetch failed" in failed["error"]
+    assert set(_documents(client, kb)) == {"intro.md", "guide/install.md"}
+
+
+def test_a_git_url_must_be_https_or_a_local_repository_inside_the_root(client: TestClient, kb: str) -> None:
+    for url in ("ext::sh -c touch% /tmp/pwned", "ssh://host/repo.git", "file:///etc", "-uhello"):
+        response = client.post(
+            f"/v1/kb/{kb}/sources", json={"name": "g", "settings": {"kind": "git", "url": url}}
+        )
+        assert response.status_code in (400, 403), (url, response.text)

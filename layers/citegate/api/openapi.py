@@ -237,7 +237,9 @@ OPERATIONS: dict[str, Op] = {
         None,
         obj(kb_id=STR, source_id=STR, runs=array(ref(SyncRun))),
         "A source's latest sync runs, newest first.",
-        query=(("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, "At most this many."),),
+        query=(
+            ("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, "At most this many."),
+        ),
     ),
     "me": Op(
         None,

@@ -88,7 +88,9 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "DELETE", "/v1/kb/{kb_id}/sources/{source_id}", "source_delete", "rag_manage_sources", write="sources"
     ),
-    Route("POST", "/v1/kb/{kb_id}/sources/{source_id}/sync", "source_sync", "rag_sync_source", write="ingest"),
+    Route(
+        "POST", "/v1/kb/{kb_id}/sources/{source_id}/sync", "source_sync", "rag_sync_source", write="ingest"
+    ),
     Route("GET", "/v1/kb/{kb_id}/sources/{source_id}/runs", "source_runs", "rag_list_sources"),
     # Who the caller is and what its policy grants (MCP lists only the tools a caller may use).
     Route("GET", "/v1/me", "me", "me", every_caller=True),

@@ -19,7 +19,9 @@ PAGE_TIMEOUT_SECONDS = 20.0
 
 class WebPageFetcher:
     def __init__(self, config: WebConfig, *, timeout: float = PAGE_TIMEOUT_SECONDS) -> None:
-        self._fetcher = Fetcher(UrlGuard(allow_loopback=config.allow_loopback), max_bytes=config.max_page_bytes)
+        self._fetcher = Fetcher(
+            UrlGuard(allow_loopback=config.allow_loopback), max_bytes=config.max_page_bytes
+        )
         self._timeout = timeout
 
     def __call__(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page:

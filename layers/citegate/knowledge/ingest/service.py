@@ -114,7 +114,10 @@ class IngestionService:
         if not source.data.strip():
             raise InvalidRequest("the document is empty", details={"field": request.source_field})
         accepted = self.accept(
-            kb, source, title=request.title or "", metadata=request.metadata.model_dump(exclude_defaults=False)
+            kb,
+            source,
+            title=request.title or "",
+            metadata=request.metadata.model_dump(exclude_defaults=False),
         )
         logger.info(
             "document accepted",

@@ -66,7 +66,9 @@ def confined_folder(path: str, settings: Settings, field_name: str = "settings.p
     """A local folder a source may follow: the local runtime only, inside CITEGATE_LOCAL_INGEST_ROOT
     (as `file_path` ingestion is); symlinks are resolved before the check."""
     if not settings.local_runtime:
-        raise Forbidden("folder sources are only available on the local runtime", details={"field": field_name})
+        raise Forbidden(
+            "folder sources are only available on the local runtime", details={"field": field_name}
+        )
     root = settings.local_ingest_root
     if root is None:
         raise Forbidden(
@@ -202,7 +204,9 @@ def git_listing(settings: GitSettings, config: Settings) -> Listing:
         _git(repo, "fetch", "--quiet", "--depth", "1", "--no-tags", "--", url, settings.ref, config=config)
         commit = _git(repo, "rev-parse", "FETCH_HEAD^{commit}", config=config).decode().strip()
         subdir = settings.subdir.strip("/")
-        listed = _git(repo, "ls-tree", "-r", "-z", "--full-tree", commit, *([subdir] if subdir else []), config=config)
+        listed = _git(
+            repo, "ls-tree", "-r", "-z", "--full-tree", commit, *([subdir] if subdir else []), config=config
+        )
     blobs: dict[str, str] = {}
     for line in listed.split(b"\0"):
         if not line:
@@ -282,7 +286,11 @@ def s3_listing(settings: S3Settings, s3: Any) -> Listing:
                 key = str(item["Key"])
                 relative = key[len(prefix) :].lstrip("/")
                 if relative and not key.endswith("/") and ingestible(relative):
-                    objects[relative] = {"key": key, "etag": str(item.get("ETag", "")), "size": item.get("Size")}
+                    objects[relative] = {
+                        "key": key,
+                        "etag": str(item.get("ETag", "")),
+                        "size": item.get("Size"),
+                    }
     except Exception as error:  # a missing bucket, no permission, S3 not answering
         raise SourceUnavailable(f"s3://{settings.bucket}/{prefix} cannot be listed: {error}") from error
     taken, skipped = select_names(

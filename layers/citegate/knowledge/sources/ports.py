@@ -30,9 +30,7 @@ class PageFetcher(Protocol):
     """Fetches one URL under the web reader's rules (citegate.web: SSRF-safe, size-capped); raises
     LookupError for a URL it may not or cannot read (the reason in the message)."""
 
-    def __call__(
-        self, url: str, *, etag: str | None = None, last_modified: str | None = None
-    ) -> Page: ...
+    def __call__(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Page: ...
 
 
 class HasSources(Protocol):

@@ -53,7 +53,9 @@ class SourceService:
         """Refuse settings no sync could follow (400), or a folder this runtime may not read (403)."""
         config = self._s.settings
         if settings.base_url and urlparse(settings.base_url).scheme not in ("http", "https"):
-            raise InvalidRequest("settings.base_url must be an http(s) URL", details={"field": "settings.base_url"})
+            raise InvalidRequest(
+                "settings.base_url must be an http(s) URL", details={"field": "settings.base_url"}
+            )
         if isinstance(settings, FolderSettings):
             folder = kinds.confined_folder(settings.path, config)
             if not folder.is_dir():
@@ -71,7 +73,9 @@ class SourceService:
                 if urlparse(url).scheme not in ("http", "https") or not urlparse(url).hostname:
                     raise InvalidRequest(f"{url!r} is not an http(s) URL", details={"field": "settings"})
         elif isinstance(settings, S3Settings) and settings.bucket != settings.bucket.lower():
-            raise InvalidRequest("settings.bucket is not a valid bucket name", details={"field": "settings.bucket"})
+            raise InvalidRequest(
+                "settings.bucket is not a valid bucket name", details={"field": "settings.bucket"}
+            )
 
     def create(self, kb: KnowledgeBase, request: CreateSourceRequest, caller: str) -> Source:
         self.check(request.settings)
@@ -132,7 +136,9 @@ class SourceService:
             if document.source_id != source_id:
                 continue
             if keep_documents:
-                s.documents.update_if_current(kb.kb_id, document.document_id, document.task_id, {"source_id": ""})
+                s.documents.update_if_current(
+                    kb.kb_id, document.document_id, document.task_id, {"source_id": ""}
+                )
                 detached += 1
                 continue
             try:
@@ -141,13 +147,20 @@ class SourceService:
                 continue
             deleted += 1
         s.sources.delete(kb.kb_id, source_id)
-        return {"kb_id": kb.kb_id, "source_id": source_id, "deleted": {"documents": deleted}, "kept": detached}
+        return {
+            "kb_id": kb.kb_id,
+            "source_id": source_id,
+            "deleted": {"documents": deleted},
+            "kept": detached,
+        }
 
     def sync(self, kb: KnowledgeBase, source_id: str, *, trigger: str = "api", caller: str = "") -> SyncRun:
         source = self._s.sources.get(kb.kb_id, source_id)
         run = SourceSync(self._s, lease_seconds=self._lease).run(kb, source, trigger=trigger, caller=caller)
         if source.schedule_minutes is not None:
-            self._s.sources.update(kb.kb_id, source_id, {"next_sync_at": next_sync_at(source.schedule_minutes)})
+            self._s.sources.update(
+                kb.kb_id, source_id, {"next_sync_at": next_sync_at(source.schedule_minutes)}
+            )
         return run
 
     def runs(self, kb: KnowledgeBase, source_id: str, limit: int = 20) -> list[SyncRun]:

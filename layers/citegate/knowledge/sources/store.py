@@ -81,7 +81,9 @@ class SourceStore:
         """Every source of every knowledge base (the local scheduler's pass; a handful of items)."""
         return [_source(i) for i in scan_all(self._table, FilterExpression=Attr("sk").begins_with(SOURCE))]
 
-    def update(self, kb_id: str, source_id: str, changes: dict[str, Any], remove: tuple[str, ...] = ()) -> Source:
+    def update(
+        self, kb_id: str, source_id: str, changes: dict[str, Any], remove: tuple[str, ...] = ()
+    ) -> Source:
         changes = dict(changes, updated_at=utc_now())
         expression = "SET " + ", ".join(f"#{k} = :{k}" for k in changes)
         if remove:
@@ -130,7 +132,11 @@ class SourceStore:
                 UpdateExpression="SET lease_run = :run, lease_until = :until",
                 ConditionExpression="attribute_exists(sk) AND "
                 "(attribute_not_exists(lease_until) OR lease_until < :now)",
-                ExpressionAttributeValues={":run": run_id, ":until": to_item(now + seconds), ":now": to_item(now)},
+                ExpressionAttributeValues={
+                    ":run": run_id,
+                    ":until": to_item(now + seconds),
+                    ":now": to_item(now),
+                },
                 ReturnValues="ALL_NEW",
             )["Attributes"]
         except Exception as error:

@@ -194,8 +194,10 @@ class SourceSync:
             mine = current if current is not None and current.source_id == source.source_id else None
             metadata = document_metadata(settings, entry, listing.version)
             same_place = mine is not None and mine.status in CURRENT and mine.metadata == metadata
-            if mine is not None and same_place and (
-                entry.not_modified or (entry.revision and mine.source_revision == entry.revision)
+            if (
+                mine is not None
+                and same_place
+                and (entry.not_modified or (entry.revision and mine.source_revision == entry.revision))
             ):
                 run.counts.unchanged += 1
                 if recovering and mine.status == "queued":

@@ -104,7 +104,9 @@ def _sitemap_urls(fetch: PageFetcher, url: str) -> list[str]:
         if page.status != 200:
             raise SourceUnavailable(f"the sitemap {current} answered HTTP {page.status}")
         try:
-            root = etree.fromstring(page.body, parser=etree.XMLParser(resolve_entities=False, no_network=True))
+            root = etree.fromstring(
+                page.body, parser=etree.XMLParser(resolve_entities=False, no_network=True)
+            )
         except etree.XMLSyntaxError as error:
             raise SourceUnavailable(f"the sitemap {current} is not XML: {error}") from error
         locs = [str(e.text).strip() for e in root.iter() if str(e.tag).endswith("loc") and e.text]
