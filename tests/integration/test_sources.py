@@ -406,3 +406,105 @@ def test_a_git_url_must_be_https_or_a_local_repository_inside_the_root(client: T
             f"/v1/kb/{kb}/sources", json={"name": "g", "settings": {"kind": "git", "url": url}}
         )
         assert response.status_code in (400, 403), (url, response.text)
+
+
+@pytest.fixture
+def static_site(tmp_path: Path) -> Any:
+    """A static site on loopback (Last-Modified and If-Modified-Since, as most static servers)."""
+    import functools
+    import http.server
+
+    root = tmp_path / "www"
+    (root / "site").mkdir(parents=True)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+
+    class Quiet(handler.func):  # type: ignore[name-defined,misc]
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def _html(title: str, word: str, links: list[str]) -> str:
+    anchors = "".join(f'<li><a href="{link}">{link}</a></li>' for link in links)
+    body = f"<p>{LONG.format(word=word)}</p>"
+    return f"<html><head><title>{title}</title></head><body><h1>{title}</h1>{body}<ul>{anchors}</ul></body></html>"
+
+
+def test_a_website_source_crawls_a_loopback_site(
+    client: TestClient, kb: str, stack: Any, static_site: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+    import os
+
+    from citegate.web.crawl import WebPageFetcher
+    from citegate.web.service import WebConfig
+
+    config = dataclasses.replace(WebConfig.from_settings(stack.settings), allow_loopback=True)
+    monkeypatch.setitem(stack.services.__dict__, "page_fetcher", WebPageFetcher(config))
+    root, base = static_site
+    site = root / "site"
+    (root / "robots.txt").write_text("User-agent: *\nDisallow: /site/private/\n")
+    (site / "index.html").write_text(
+        _html(
+            "Home",
+            "home",
+            ["a.html", "guide/b.html", "private/secret.html", "https://elsewhere.example/x.html"],
+        )
+    )
+    (site / "a.html").write_text(_html("Alpha", "alpha", ["index.html"]))
+    (site / "guide").mkdir()
+    (site / "guide/b.html").write_text(_html("Beta", "beta", ["../a.html#top"]))
+    (site / "private").mkdir()
+    (site / "private/secret.html").write_text(_html("Secret", "secret", []))
+    source = _add(client, kb, {"kind": "website", "start_url": f"{base}/site/", "requests_per_second": 50})
+    first = _sync(client, kb, source["source_id"])
+    assert first["status"] == "succeeded", first
+    assert first["counts"]["added"] == 3, first
+    _consistent(client, stack, kb, {"index.html", "a.html", "guide/b.html"})
+    alpha = _documents(client, kb)["a.html"]
+    assert alpha["metadata"]["url"] == f"{base}/site/a.html" and alpha["title"] == "Alpha"
+    assert alpha["source_revision"].startswith("http:")
+
+    # Unchanged pages answer 304 to the conditional GETs: nothing is read, queued or embedded.
+    again = _sync(client, kb, source["source_id"])
+    assert again["counts"]["unchanged"] == 3 and again["task_ids"] == []
+
+    later = time.time() + 5
+    (site / "a.html").write_text(_html("Alpha", "changed", ["index.html"]))
+    (site / "index.html").write_text(_html("Home", "home", ["a.html"]))
+    for page in ("a.html", "index.html"):
+        os.utime(site / page, (later, later))
+    (site / "guide/b.html").unlink()
+    third = _sync(client, kb, source["source_id"])
+    assert (third["counts"]["changed"], third["counts"]["deleted"], third["counts"]["unchanged"]) == (2, 1, 0)
+    _consistent(client, stack, kb, {"index.html", "a.html"})
+
+
+def test_an_s3_source_follows_a_prefix(client: TestClient, kb: str, stack: Any) -> None:
+    s3 = stack.services.aws.s3
+    bucket = "docs-" + uuid.uuid4().hex[:10]
+    s3.create_bucket(Bucket=bucket)
+    for name in ("one", "two", "three"):
+        s3.put_object(Bucket=bucket, Key=f"manual/{name}.md", Body=_page(name.title(), name).encode())
+    s3.put_object(Bucket=bucket, Key="other/skip.md", Body=_page("Skip", "skip").encode())
+    source = _add(client, kb, {"kind": "s3", "bucket": bucket, "prefix": "manual/", "project": "m"})
+    first = _sync(client, kb, source["source_id"])
+    assert first["counts"]["added"] == 3, first
+    _consistent(client, stack, kb, {"one.md", "two.md", "three.md"})
+    assert _sync(client, kb, source["source_id"])["counts"]["unchanged"] == 3
+    s3.put_object(Bucket=bucket, Key="manual/two.md", Body=_page("Two", "second").encode())
+    s3.delete_object(Bucket=bucket, Key="manual/three.md")
+    third = _sync(client, kb, source["source_id"])
+    assert (third["counts"]["changed"], third["counts"]["deleted"], third["counts"]["unchanged"]) == (1, 1, 1)
+    _consistent(client, stack, kb, {"one.md", "two.md"})
+    missing = _add(
+        client, kb, {"kind": "s3", "bucket": "no-such-bucket-" + uuid.uuid4().hex[:6]}, name="gone"
+    )
+    run = client.post(f"/v1/kb/{kb}/sources/{missing['source_id']}/sync").json()
+    assert run["status"] == "failed" and "cannot be listed" in run["error"]
+    assert set(_documents(client, kb)) == {"one.md", "two.md"}
