@@ -432,7 +432,8 @@ def static_site(tmp_path: Path) -> Any:
 def _html(title: str, word: str, links: list[str]) -> str:
     anchors = "".join(f'<li><a href="{link}">{link}</a></li>' for link in links)
     body = f"<p>{LONG.format(word=word)}</p>"
-    return f"<html><head><title>{title}</title></head><body><h1>{title}</h1>{body}<ul>{anchors}</ul></body></html>"
+    head = f"<html><head><title>{title}</title></head>"
+    return f"{head}<body><h1>{title}</h1>{body}<ul>{anchors}</ul></body></html>"
 
 
 def test_a_website_source_crawls_a_loopback_site(

@@ -13,6 +13,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote, urlparse
@@ -231,7 +232,7 @@ def git_listing(settings: GitSettings, config: Settings) -> Listing:
         try:
             for name in taken:
                 sha = blobs[name]
-                yield Entry(name, read=lambda sha=sha: reader.read(sha), revision=f"git:{sha}")
+                yield Entry(name, read=partial(reader.read, sha), revision=f"git:{sha}")
         finally:
             reader.close()
 
@@ -311,7 +312,7 @@ def s3_listing(settings: S3Settings, s3: Any) -> Listing:
             found = objects[name]
             yield Entry(
                 name,
-                read=lambda key=found["key"]: read(key),
+                read=partial(read, str(found["key"])),
                 revision=f"s3:{found['etag']}",
                 size=found["size"],
             )

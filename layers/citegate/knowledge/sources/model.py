@@ -14,6 +14,7 @@ from citegate.platform.schemas import StrictModel
 
 SourceKind = Literal["folder", "git", "website", "s3"]
 RunStatus = Literal["running", "succeeded", "failed", "abandoned"]
+Trigger = Literal["api", "schedule", "cli"]
 # How often a source syncs by itself: every N minutes (at least 5), or never (on demand only).
 MIN_SCHEDULE_MINUTES = 5
 
@@ -115,7 +116,7 @@ class SyncRun(BaseModel):
     run_id: str
     kb_id: str
     source_id: str
-    trigger: Literal["api", "schedule", "cli"] = "api"
+    trigger: Trigger = "api"
     caller: str = ""
     status: RunStatus = "running"
     started_at: str

@@ -6,6 +6,7 @@ may not read), so a sync meets only what the source itself holds.
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from citegate.knowledge.sources.model import (
     S3Settings,
     Source,
     SyncRun,
+    Trigger,
     UpdateSourceRequest,
     WebsiteSettings,
 )
@@ -154,7 +156,9 @@ class SourceService:
             "kept": detached,
         }
 
-    def sync(self, kb: KnowledgeBase, source_id: str, *, trigger: str = "api", caller: str = "") -> SyncRun:
+    def sync(
+        self, kb: KnowledgeBase, source_id: str, *, trigger: Trigger = "api", caller: str = ""
+    ) -> SyncRun:
         source = self._s.sources.get(kb.kb_id, source_id)
         run = SourceSync(self._s, lease_seconds=self._lease).run(kb, source, trigger=trigger, caller=caller)
         if source.schedule_minutes is not None:
@@ -163,7 +167,7 @@ class SourceService:
             )
         return run
 
-    def runs(self, kb: KnowledgeBase, source_id: str, limit: int = 20) -> list[SyncRun]:
+    def runs(self, kb: KnowledgeBase, source_id: str, limit: int = 20) -> builtins.list[SyncRun]:
         self._s.sources.get(kb.kb_id, source_id)
         return self._s.sources.runs(kb.kb_id, source_id, limit)
 

@@ -15,6 +15,7 @@ consistent: every document is its old version, or its new one queued for ingesti
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 import uuid
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from citegate.knowledge.ingest.service import Source as Submitted
 from citegate.knowledge.sources import kinds
-from citegate.knowledge.sources.model import Common, RunFailure, SyncRun
+from citegate.knowledge.sources.model import Common, RunFailure, SyncRun, Trigger
 from citegate.platform.dynamo import utc_now
 from citegate.platform.errors import CitegateError, DocumentNotFound
 from citegate.platform.observability import logger
@@ -91,7 +92,9 @@ class SourceSync:
         self._s = s
         self._lease = lease_seconds
 
-    def run(self, kb: KnowledgeBase, source: Source, *, trigger: str = "api", caller: str = "") -> SyncRun:
+    def run(
+        self, kb: KnowledgeBase, source: Source, *, trigger: Trigger = "api", caller: str = ""
+    ) -> SyncRun:
         """Sync `source` now (SyncInProgress while another run holds it); the finished run."""
         s = self._s
         run_id = new_run_id()
@@ -100,7 +103,7 @@ class SourceSync:
             run_id=run_id,
             kb_id=kb.kb_id,
             source_id=source.source_id,
-            trigger=trigger,  # type: ignore[arg-type]
+            trigger=trigger,
             caller=caller,
             started_at=utc_now(),
         )
@@ -261,8 +264,6 @@ class SourceSync:
             if name in seen:
                 continue
             keep_lease()
-            try:
+            with contextlib.suppress(DocumentNotFound):  # deleted meanwhile (DELETE on the document)
                 s.ingestion.delete_document(kb.kb_id, document.document_id)
-            except DocumentNotFound:
-                pass  # deleted meanwhile (DELETE on the document)
             run.counts.deleted += 1

@@ -15,6 +15,7 @@ import time
 import urllib.robotparser
 from collections import deque
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 from urllib.parse import urldefrag, urljoin, urlparse
@@ -130,7 +131,7 @@ class _Robots:
             self.parser.parse(page.body.decode("utf-8", "replace").splitlines())
         elif page.status in (401, 403):
             self.parser = urllib.robotparser.RobotFileParser()
-            self.parser.disallow_all = True
+            self.parser.parse(["User-agent: *", "Disallow: /"])  # robots.txt refused: stay out
 
     def allows(self, url: str) -> bool:
         return self.parser is None or self.parser.can_fetch(USER_AGENT_TOKEN, url)
@@ -210,7 +211,7 @@ def website_listing(
             body = page.body
             yield Entry(
                 path,
-                read=lambda body=body: body,
+                read=partial(bytes, body),
                 revision=revision_of(page),
                 url=page.url,
                 mime_type=_TYPES[media],
