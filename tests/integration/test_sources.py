@@ -509,3 +509,37 @@ def test_an_s3_source_follows_a_prefix(client: TestClient, kb: str, stack: Any) 
     run = client.post(f"/v1/kb/{kb}/sources/{missing['source_id']}/sync").json()
     assert run["status"] == "failed" and "cannot be listed" in run["error"]
     assert set(_documents(client, kb)) == {"one.md", "two.md"}
+
+
+def test_a_due_schedule_syncs_the_source_and_audits_it(
+    client: TestClient, kb: str, stack: Any, local_env: dict[str, Any]
+) -> None:
+    from citegate.runtime.scheduler import SourceScheduler
+
+    root = _folder(local_env, {"s.md": _page("Scheduled", "sched")})
+    response = client.post(
+        f"/v1/kb/{kb}/sources",
+        json={"name": "nightly", "settings": {"kind": "folder", "path": str(root)}, "schedule_minutes": 5},
+    )
+    source = response.json()
+    assert source["next_sync_at"] > source["created_at"]
+    SourceScheduler().run_once()  # not due yet: this source is left alone
+    assert client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs").json()["runs"] == []
+    stack.services.sources.update(kb, source["source_id"], {"next_sync_at": "2000-01-01T00:00:00.000Z"})
+    outcome = SourceScheduler().run_once()
+    mine = [o for o in outcome["synced"] if o["source_id"] == source["source_id"]]
+    assert mine and mine[0]["status"] == "succeeded" and mine[0]["counts"]["added"] == 1
+    [run] = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs").json()["runs"]
+    assert run["trigger"] == "schedule" and run["caller"] == "scheduler"
+    after = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}").json()
+    assert after["next_sync_at"] > run["started_at"]
+    records = [
+        r
+        for r in stack.services.audit.list(
+            stack.settings.default_tenant, caller="service:scheduler", limit=100
+        )
+        if kb in r.knowledge_bases
+    ]
+    assert [(r.route, r.decision, r.status) for r in records] == [
+        ("SCHEDULE /v1/kb/{kb_id}/sources/{source_id}/sync", "allow", 200)
+    ]
