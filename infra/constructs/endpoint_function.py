@@ -414,6 +414,23 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         objects={"work/": _acts("get")},
         search="write",
     ),
+    "source_scheduler": FunctionSpec(
+        "Scheduled source syncs (EventBridge Scheduler): list each due source, queue what changed "
+        "on the ingestion queue, delete what is gone, audit each sync",
+        memory_mb=1024,
+        timeout_s=900,
+        tables=_tables(
+            sources="read+write",
+            kbs="read+write",
+            documents="write",
+            tasks="write",
+            parents="write",
+            audit="put",
+        ),
+        objects={"raw/": _acts("put", "delete", "list")},
+        send_to_queue=True,
+        search="write",
+    ),
     "ingest_finalize": FunctionSpec(
         "Ingestion step: mark the task succeeded, remove work files",
         memory_mb=256,
