@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 
 from tests.integration.conftest import wait_for_task
 
+LEASE = 4.0  # seconds: the stopped run's lease in the stopped-midway test
 LONG = "The {word} lighthouse keeper trims the wick and polishes the lens every evening. " * 12
 
 
@@ -189,15 +190,17 @@ def test_a_sync_stopped_midway_then_run_again_ends_consistent(
     kb_record = stack.services.kbs.get(kb)
     stopped = stack.services.sources.get(kb, source["source_id"])
     with pytest.raises(Killed):
-        sync_module.SourceSync(stack.services, lease_seconds=0.5).run(kb_record, stopped)
+        sync_module.SourceSync(stack.services, lease_seconds=LEASE).run(kb_record, stopped)
+    killed = time.monotonic()
     monkeypatch.undo()
+    # The stopped run still holds the source until its lease runs out.
+    assert client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync").status_code == 409
     # Meanwhile the knowledge base is consistent: each document is its old version (indexed) or
     # its new one queued; nothing is duplicated or half deleted.
     documents = _documents(client, kb)
     assert len(documents) == 12
     assert sum(d["status"] == "queued" for d in documents.values()) == 4
-    assert client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync").status_code == 409  # leased
-    time.sleep(0.6)  # the stopped run's lease runs out
+    time.sleep(max(0.0, LEASE + 0.2 - (time.monotonic() - killed)))  # the stopped run's lease runs out
     again = _sync(client, kb, source["source_id"])
     assert again["counts"]["requeued"] == 4 and again["counts"]["changed"] == 2
     assert again["counts"]["deleted"] == 3 and again["counts"]["unchanged"] == 7

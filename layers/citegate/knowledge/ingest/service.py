@@ -14,7 +14,7 @@ import json
 import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from citegate.knowledge.ingest.parsing import SUPPORTED_MIME_TYPES, ParseError, detect_mime_type
 from citegate.knowledge.schemas.documents import (
@@ -139,12 +139,14 @@ class IngestionService:
         metadata: dict[str, Any] | None = None,
         origin: dict[str, Any] | None = None,
         enqueue: bool = True,
+        previous: DocumentRecord | None | Literal["unread"] = "unread",
     ) -> Accepted:
         """Store the document and its task, replacing any earlier version of the same source name.
 
         `origin` is what a source (citegate.knowledge.sources) records on the document: its id and
         the revision it was read at. With `enqueue=False` the caller hands the task to the queue
-        itself (`enqueue_many`), several at a time."""
+        itself (`enqueue_many`), several at a time. `previous`: the document's record as the caller
+        just read it (None: there is none), saving a read per document."""
         mime_type = submitted_type(source)
         document_id = ids.document_id(kb.kb_id, source.source_name)
         sha256 = hashlib.sha256(source.data).hexdigest()
@@ -158,7 +160,8 @@ class IngestionService:
             created_at=now,
             updated_at=now,
         )
-        previous = self._s.documents.find(kb.kb_id, document_id)
+        if previous == "unread":
+            previous = self._s.documents.find(kb.kb_id, document_id)
 
         self._s.blobs.put(key, source.data, mime_type)
         self._s.tasks.create(task)

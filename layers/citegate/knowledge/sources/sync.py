@@ -237,6 +237,7 @@ class SourceSync:
                     metadata=metadata,
                     origin={"source_id": source.source_id, "source_revision": entry.revision or None},
                     enqueue=False,
+                    previous=current,
                 )
             except CitegateError as error:
                 if error.status >= 500:
