@@ -39,10 +39,14 @@ class Scheduling(Syncing, Protocol):
 
 
 def due(s: Syncing, now: str | None = None) -> list[Source]:
+    return due_now(s, s.sources.all(), now)
+
+
+def due_now(s: Syncing, sources: list[Source], now: str | None = None) -> list[Source]:
     moment = now or now_iso()
     return [
         source
-        for source in s.sources.all()
+        for source in sources
         if source.enabled
         and source.schedule_minutes is not None
         and source.next_sync_at is not None
@@ -57,6 +61,10 @@ def run_due_sources(s: Scheduling, *, seconds_left: float | None = None) -> dict
     for source in due(s):
         if seconds_left is not None and time.monotonic() - started > seconds_left - MARGIN_SECONDS:
             break  # the next pass takes the rest
+        # Read again: a pass that overlaps this one (a slow pass, the next schedule) may have synced it.
+        fresh = s.sources.find(source.kb_id, source.source_id)
+        if fresh is None or fresh not in due_now(s, [fresh]):
+            continue
         kb = s.kbs.find(source.kb_id)
         if kb is None:
             continue

@@ -139,7 +139,7 @@ class IngestionService:
         metadata: dict[str, Any] | None = None,
         origin: dict[str, Any] | None = None,
         enqueue: bool = True,
-        previous: DocumentRecord | None | Literal["unread"] = "unread",
+        previous: DocumentRecord | Literal["unread"] | None = "unread",
     ) -> Accepted:
         """Store the document and its task, replacing any earlier version of the same source name.
 
