@@ -781,7 +781,7 @@ def _negated_terms(tokens: Sequence[str], stems: Sequence[str]) -> frozenset[str
     A "but not ..." clause denies only what the sentence did not assert before it: "it runs when the
     loop ends, but not when the loop is broken" says something of the loop, not the opposite."""
     out: set[str] = set()
-    contrast: set[int] = set()  # what "but not ..." denies after the sentence has asserted it
+    contrast: set[str] = set()  # what "but not ..." denies after the sentence has asserted it
     for i, token in enumerate(tokens):
         if token in _NEGATIONS:
             scope = range(i + 1, min(i + 1 + _NEGATION_SCOPE, len(stems)))
