@@ -358,3 +358,37 @@ queue items are consumed. If maxsize is less than or equal to zero, the queue si
     )
     assert not draft.declined, draft.reason
     assert "the queue size is infinite" in draft.answer
+
+
+def test_an_entrys_first_sentence_is_quoted_with_the_entry_it_describes() -> None:
+    """An API reference states which exception in its heading and what it is in the sentence under
+    it: "Raised when ..." alone answers "which exception" with no exception at all."""
+    frozen = """it is an error to specify more than one field whose type is KW_ONLY.
+
+### exception dataclasses.FrozenInstanceError {#dataclasses.FrozenInstanceError}
+
+Raised when an implicitly defined __setattr__() or __delattr__() is called on a dataclass which was
+defined with frozen=True. It is a subclass of AttributeError."""
+    draft = ExtractiveAnswerer().answer(
+        "Which exception do I get when I assign to a field of a frozen dataclass?",
+        evidence(("dataclasses — Data Classes", "exception dataclasses.FrozenInstanceError", frozen)),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith(
+        "**exception dataclasses.FrozenInstanceError** Raised when an implicitly defined __setattr__()"
+    )
+
+
+def test_an_entry_that_names_itself_in_its_first_sentence_is_quoted_as_it_is() -> None:
+    entry = """Some text of the entry before this one, cut off by the chunker here.
+
+### http.lowSpeedLimit, http.lowSpeedTime {#http-lowspeedlimit}
+
+If the HTTP transfer speed is less than http.lowSpeedLimit for longer than http.lowSpeedTime
+seconds, the transfer is aborted."""
+    draft = ExtractiveAnswerer().answer(
+        "What do http.lowSpeedLimit and http.lowSpeedTime do?",
+        evidence(("git-config(1)", "http.lowSpeedLimit, http.lowSpeedTime", entry)),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("If the HTTP transfer speed is less than")
