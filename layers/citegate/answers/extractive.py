@@ -1015,9 +1015,10 @@ _SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z]\b")
 
 
 def _entry_terms(question: str, specific: Sequence[SpecificTerm]) -> frozenset[str]:
-    """The options and identifiers a question names, as an entry would open with them."""
-    terms = {t.text.strip("`").lower() for t in specific if t.identifier}
-    terms.update(m.group().lower() for m in _SHORT_OPTION.finditer(question))
+    """The options and identifiers a question names, as an entry would open with them: in their
+    case, since `-O` is not `-o`, nor `round()` the verb that opens "Round away from zero."."""
+    terms = {t.text.strip("`") for t in specific if t.identifier}
+    terms.update(m.group() for m in _SHORT_OPTION.finditer(question))
     return frozenset(t.rstrip("()") for t in terms if t)
 
 
@@ -1027,7 +1028,7 @@ def _opens_with(sentence: str, terms: frozenset[str]) -> bool:
     head = _ENTRY_HEAD.match(sentence)
     if head is None or not terms:
         return False
-    opened = {part.strip().strip("*`").rstrip("()").lower() for part in head.group(1).split(",")}
+    opened = {part.strip().strip("*`").rstrip("()") for part in head.group(1).split(",")}
     return not opened.isdisjoint(terms)
 
 

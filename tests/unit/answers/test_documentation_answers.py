@@ -392,3 +392,25 @@ seconds, the transfer is aborted."""
     )
     assert not draft.declined, draft.reason
     assert MARKER.sub("", draft.answer).startswith("If the HTTP transfer speed is less than")
+
+
+def test_an_entry_opens_with_the_identifier_in_its_case_not_with_a_word_spelled_alike() -> None:
+    """`round()` is not the verb that opens decimal's "Round away from zero ..." entries."""
+    rounding = """### decimal.ROUND_05UP {#decimal.ROUND_05UP}
+
+Round away from zero if last digit after rounding towards zero would have been 0 or 5; otherwise
+round towards zero."""
+    builtin = """### round(number, ndigits=None) {#round}
+
+For the built-in types supporting round(), values are rounded to the closest multiple of 10 to the
+power minus ndigits; if two multiples are equally close, rounding is done toward the even choice
+(so, for example, both round(0.5) and round(-0.5) are 0, and round(1.5) is 2)."""
+    draft = ExtractiveAnswerer().answer(
+        "How does round() break a tie such as round(0.5)?",
+        evidence(
+            ("decimal — Decimal fixed point and floating point arithmetic", "decimal.ROUND_05UP", rounding),
+            ("Built-in Functions", "round(number, ndigits=None)", builtin),
+        ),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("For the built-in types supporting round()")
