@@ -394,12 +394,18 @@ seconds, the transfer is aborted."""
     assert MARKER.sub("", draft.answer).startswith("If the HTTP transfer speed is less than")
 
 
+DECIMAL_PAGE = "decimal — Decimal fixed point and floating point arithmetic"
+
+
 def test_an_entry_opens_with_the_identifier_in_its_case_not_with_a_word_spelled_alike() -> None:
     """`round()` is not the verb that opens decimal's "Round away from zero ..." entries."""
     rounding = """### decimal.ROUND_05UP {#decimal.ROUND_05UP}
 
 Round away from zero if last digit after rounding towards zero would have been 0 or 5; otherwise
 round towards zero."""
+    half_even = """### decimal.ROUND_HALF_EVEN {#decimal.ROUND_HALF_EVEN}
+
+Round to nearest with ties going to nearest even integer."""
     builtin = """### round(number, ndigits=None) {#round}
 
 For the built-in types supporting round(), values are rounded to the closest multiple of 10 to the
@@ -408,8 +414,9 @@ power minus ndigits; if two multiples are equally close, rounding is done toward
     draft = ExtractiveAnswerer().answer(
         "How does round() break a tie such as round(0.5)?",
         evidence(
-            ("decimal — Decimal fixed point and floating point arithmetic", "decimal.ROUND_05UP", rounding),
+            (DECIMAL_PAGE, "decimal.ROUND_05UP", rounding),
             ("Built-in Functions", "round(number, ndigits=None)", builtin),
+            (DECIMAL_PAGE, "decimal.ROUND_HALF_EVEN", half_even),
         ),
     )
     assert not draft.declined, draft.reason
