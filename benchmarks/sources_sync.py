@@ -100,6 +100,7 @@ def main() -> None:
     parser.add_argument("--embedder", default=os.environ.get("CITEGATE_EMBEDDER", "hashing"))
     parser.add_argument("--website", action="store_true", help="also sync it as a website on loopback")
     parser.add_argument("--all-files", action="store_true", help="keep source copies (Sphinx _sources/)")
+    parser.add_argument("--website-only", action="store_true", help="only the website's three syncs")
     parser.add_argument("--out", type=Path, default=Path("bench-results/sources.json"))
     args = parser.parse_args()
 
@@ -155,9 +156,10 @@ def main() -> None:
                 for name in html[-5:]:
                     (folder / name).unlink()
 
-            results["folder_syncs"] = three_syncs(s, kb, source, change, counting)
+            if not args.website_only:
+                results["folder_syncs"] = three_syncs(s, kb, source, change, counting)
 
-            if args.website:
+            if args.website or args.website_only:
                 site = Path(root) / "site"
                 shutil.copytree(args.folder, site)
                 handler = functools.partial(_Quiet, directory=str(site))
