@@ -561,7 +561,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 "failed": failed,
                 "chunks": outcome.chunks,
                 "left_out": len(selection.skipped),
-                "deleted": len(deleted),
+                **({"deleted": len(deleted)} if args.sync else {}),
             }
         )
     else:
