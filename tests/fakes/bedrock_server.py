@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import binascii
 import hmac
+import itertools
 import json
 import re
 import struct
@@ -61,6 +62,8 @@ BEHAVIOURS = {
     "stream-bad-crc": "one frame whose message CRC is wrong",
     "agent-tools": "calls retrieve_knowledge twice, then answers; streams a cited summary",
 }
+# The OpenAI fake's answer behaviours (tests/fakes/openai_server.py), by the same names.
+ANSWER_BEHAVIOURS = ("cite-foreign", "forge-all", "malformed", "decline", "cite-mixed")
 STREAM_PIECES = ["Olympus Mons rises about 22 km ", "[", "1", "] and is very old [9", "9].", " Done."]
 EMBEDDING_SIZE_CHARS = {"titan": 50_000, "cohere": 2048}
 
@@ -145,6 +148,26 @@ class Refused(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+def invalid(message: str) -> Refused:
+    return invalid(message)
+
+
+SLOW_DOWN = "Too many requests, please wait before trying again."
+NO_ACCESS = "You don't have access to the model with the specified model ID."
+
+
+def throttled() -> Refused:
+    return Refused(429, "ThrottlingException", SLOW_DOWN)
+
+
+def _usage(given: int, made: int) -> dict[str, int]:
+    return {"inputTokens": given, "outputTokens": made, "totalTokens": given + made}
+
+
+def _search(query: str) -> dict[str, Any]:
+    return {"query": query, "top_k": 3}
+
+
 def _converse_prompt(body: dict[str, Any]) -> str:
     parts = [block.get("text", "") for block in body.get("system") or []]
     for message in body.get("messages") or []:
@@ -155,27 +178,21 @@ def _converse_prompt(body: dict[str, Any]) -> str:
 def _check_converse(body: dict[str, Any]) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise Refused(400, "ValidationException", "messages: at least one message is required")
+        raise invalid("messages: at least one message is required")
     if messages[0].get("role") != "user":
-        raise Refused(400, "ValidationException", "A conversation must start with a user message.")
-    for before, after in zip(messages, messages[1:], strict=False):
+        raise invalid("A conversation must start with a user message.")
+    for before, after in itertools.pairwise(messages):
         if before.get("role") == after.get("role"):
-            raise Refused(
-                400, "ValidationException", "A conversation must alternate between user and assistant roles."
-            )
+            raise invalid("A conversation must alternate between user and assistant roles.")
     for message in messages:
         for block in message.get("content") or []:
             if not isinstance(block, dict) or not block.keys() & {"text", "toolUse", "toolResult"}:
-                raise Refused(400, "ValidationException", "A content block is malformed.")
+                raise invalid("A content block is malformed.")
             if block.get("text") == "":
-                raise Refused(
-                    400, "ValidationException", "The text field in the ContentBlock object is blank."
-                )
+                raise invalid("The text field in the ContentBlock object is blank.")
     uses = any("toolUse" in b or "toolResult" in b for m in messages for b in m.get("content") or [])
     if uses and not body.get("toolConfig"):
-        raise Refused(
-            400,
-            "ValidationException",
+        raise invalid(
             "The toolConfig field must be defined when using toolUse and toolResult content blocks.",
         )
     config = body.get("toolConfig")
@@ -183,10 +200,10 @@ def _check_converse(body: dict[str, Any]) -> None:
         names = [t["toolSpec"]["name"] for t in config.get("tools") or []]
         forced = ((config.get("toolChoice") or {}).get("tool") or {}).get("name")
         if not names or (forced is not None and forced not in names):
-            raise Refused(400, "ValidationException", "toolChoice names a tool that is not defined.")
+            raise invalid("toolChoice names a tool that is not defined.")
         for tool in config["tools"]:
             if not isinstance(tool["toolSpec"].get("inputSchema", {}).get("json"), dict):
-                raise Refused(400, "ValidationException", "inputSchema.json must be a JSON schema object.")
+                raise invalid("inputSchema.json must be a JSON schema object.")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -240,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
             if found is None:
                 raise Refused(404, "UnknownOperationException", "no such operation")
             if record["body"] is None:
-                raise Refused(400, "ValidationException", "The request body is not JSON.")
+                raise invalid("The request body is not JSON.")
             with self.server.lock:
                 if self.server.throttle_next > 0:
                     self.server.throttle_next -= 1
@@ -255,7 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _refuse_by_model(self, model: str) -> None:
         if model == "throttle-always":
-            raise Refused(429, "ThrottlingException", "Too many requests, please wait before trying again.")
+            raise throttled()
         if model == "throttle-once":
             with self.server.lock:
                 seen = self.server.throttled.get(model, 0)
@@ -279,9 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "You don't have access to the model with the specified model ID.",
             )
         if model == "validation":
-            raise Refused(
-                400,
-                "ValidationException",
+            raise invalid(
                 "Malformed input request: #: extraneous key [foo] is not permitted",
             )
 
@@ -303,9 +318,7 @@ class _Handler(BaseHTTPRequestHandler):
         tools = [t["toolSpec"]["name"] for t in config.get("tools") or []]
         forced = ((config.get("toolChoice") or {}).get("tool") or {}).get("name")
         if model == "no-forced-tool" and forced:
-            raise Refused(
-                400,
-                "ValidationException",
+            raise invalid(
                 "This model doesn't support the toolConfig.toolChoice.tool field. Remove "
                 "toolConfig.toolChoice.tool and try again.",
             )
@@ -366,7 +379,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, model: str, body: dict[str, Any]) -> None:
         if model == "stream-throttled":
-            frames = [exception("throttlingException", "Too many requests, please wait before trying again.")]
+            frames = [exception("throttlingException", SLOW_DOWN)]
         else:
             pieces = STREAM_PIECES if model in ("agent-tools", "stream-dies") else [STREAM_PIECES[0]]
             if model not in ("agent-tools", "stream-dies", "stream-cut", "stream-bad-crc"):
@@ -420,29 +433,24 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._titan(body)
             if model.startswith("cohere.embed-"):
                 return self._cohere(body)
-            raise Refused(400, "ValidationException", "The provided model identifier is invalid.")
+            raise invalid("The provided model identifier is invalid.")
         finally:
             with self.server.lock:
                 self.server.in_flight -= 1
 
     def _titan(self, body: dict[str, Any]) -> dict[str, Any]:
         allowed = {"inputText", "dimensions", "normalize", "embeddingTypes"}
-        if set(body) - allowed:
-            raise Refused(
-                400,
-                "ValidationException",
-                f"Malformed input request: extraneous key [{sorted(set(body) - allowed)[0]}] is not permitted",
-            )
+        extra = sorted(set(body) - allowed)
+        if extra:
+            raise invalid(f"Malformed input request: extraneous key [{extra[0]}] is not permitted")
         text = body.get("inputText")
         if not isinstance(text, str) or not text or len(text) > EMBEDDING_SIZE_CHARS["titan"]:
-            raise Refused(
-                400,
-                "ValidationException",
+            raise invalid(
                 "Malformed input request: inputText: expected minLength: 1, maxLength: 50000",
             )
         dimension = body.get("dimensions", 1024)
         if dimension not in (256, 512, 1024):
-            raise Refused(400, "ValidationException", "Malformed input request: dimensions: 1024|512|256")
+            raise invalid("Malformed input request: dimensions: 1024|512|256")
         vector = HashingEmbedder(dimension).embed_query(text)
         return {
             "embedding": [float(x) for x in vector],
@@ -453,21 +461,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _cohere(self, body: dict[str, Any]) -> dict[str, Any]:
         texts = body.get("texts")
         if not isinstance(texts, list) or not texts or len(texts) > 96:
-            raise Refused(
-                400, "ValidationException", "Malformed input request: #/texts: expected maxItems: 96"
-            )
+            raise invalid("Malformed input request: #/texts: expected maxItems: 96")
         if any(not isinstance(t, str) or len(t) > EMBEDDING_SIZE_CHARS["cohere"] for t in texts):
-            raise Refused(
-                400, "ValidationException", "Malformed input request: #/texts: expected maxLength: 2048"
-            )
+            raise invalid("Malformed input request: #/texts: expected maxLength: 2048")
         if body.get("input_type") not in ("search_document", "search_query", "classification", "clustering"):
-            raise Refused(
-                400, "ValidationException", "Malformed input request: #/input_type: is not a valid enum value"
-            )
+            raise invalid("Malformed input request: #/input_type: is not a valid enum value")
         if body.get("truncate", "NONE") not in ("NONE", "START", "END"):
-            raise Refused(
-                400, "ValidationException", "Malformed input request: #/truncate: is not a valid enum value"
-            )
+            raise invalid("Malformed input request: #/truncate: is not a valid enum value")
         embedder = HashingEmbedder(1024)
         return {
             "id": str(uuid.uuid4()),
