@@ -22,6 +22,7 @@ so one server serves every test. `throttle_next` makes the next n requests 429s 
 from __future__ import annotations
 
 import binascii
+import contextlib
 import hmac
 import itertools
 import json
@@ -149,7 +150,7 @@ class Refused(Exception):
 
 
 def invalid(message: str) -> Refused:
-    return invalid(message)
+    return Refused(400, "ValidationException", message)
 
 
 SLOW_DOWN = "Too many requests, please wait before trying again."
@@ -213,6 +214,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
+    def handle(self) -> None:
+        # The client hung up (a stream it abandoned, a timeout): nothing to answer.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            super().handle()
+
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
@@ -271,6 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _refuse_by_model(self, model: str) -> None:
+        if self.server.fail_all is not None:
+            raise self.server.fail_all
         if model == "throttle-always":
             raise throttled()
         if model == "throttle-once":
@@ -350,7 +358,9 @@ class _Handler(BaseHTTPRequestHandler):
                 try:
                     given = json.loads(text)
                 except ValueError:
-                    given = {"answer": text}  # a tool input is always an object
+                    # A tool input is always an object; a model that goes wrong in one writes a
+                    # list as a JSON string, as models do.
+                    given = {"answer": text, "used_refs": '["r_0123456789abcdef"]'}
                 content = [
                     {
                         "toolUse": {
@@ -487,6 +497,8 @@ class FakeBedrock(ThreadingHTTPServer):
         self.calls: list[dict[str, Any]] = []
         self.throttled: dict[str, int] = {}
         self.throttle_next = 0
+        # Every operation fails with this, whatever the model (embedding models have fixed ids).
+        self.fail_all: Refused | None = None
         self.streamed_frames: list[bytes] = []
         self.invoke_delay = 0.0
         self.frame_delay = 0.0

@@ -281,13 +281,28 @@ class BedrockChatModel(ChatModel):
     def stream(self, messages: list[dict[str, Any]], *, temperature: float = 0.3) -> Iterator[str]:
         """ConverseStream's text deltas as they arrive; an error event or a broken stream midway
         is ModelUnavailable, like a failure before the first delta."""
+        import random
+        import time
+
         from citegate.platform import bedrock
 
-        try:
-            response = self._bedrock().converse_stream(**self._request(messages, temperature))
-            yield from bedrock.stream_text(response["stream"])
-        except bedrock.failures() as error:
-            raise self._failure(error) from error
+        request = self._request(messages, temperature)
+        for attempt in range(1, bedrock.DEFAULT_ATTEMPTS + 1):
+            sent = False
+            try:
+                response = self._bedrock().converse_stream(**request)
+                for piece in bedrock.stream_text(response["stream"]):
+                    sent = True
+                    yield piece
+                return
+            except bedrock.failures() as error:
+                # Throttling delivered as the stream's first event (after the HTTP 200, where
+                # botocore's retries cannot see it) is retried like a throttled call: jittered
+                # backoff, until the attempts are spent. Once text was sent, nothing is retried.
+                throttled = bedrock.error_code(error) in bedrock.THROTTLED
+                if sent or not throttled or attempt == bedrock.DEFAULT_ATTEMPTS:
+                    raise self._failure(error) from error
+                time.sleep(random.uniform(0, 0.5 * 2**attempt))
 
 
 def _why(error: Exception) -> str:

@@ -131,9 +131,11 @@ def describe_failure(error: BaseException) -> str:
 def failures() -> tuple[type[BaseException], ...]:
     """The exceptions a Bedrock call raises for a failure outside our code: botocore's own, and a
     reply that does not parse (a 200 whose body is not JSON)."""
+    from botocore.eventstream import ParserError
     from botocore.exceptions import BotoCoreError, ClientError
 
-    return (ClientError, BotoCoreError, ValueError, RecursionError)
+    # ParserError: an event-stream frame that does not decode (a bad CRC, a cut prelude).
+    return (ClientError, BotoCoreError, ParserError, ValueError, RecursionError)
 
 
 # Converse speaks its own message shape; citegate builds OpenAI-shaped chat messages everywhere
