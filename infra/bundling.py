@@ -149,8 +149,10 @@ EMBEDDER_ROOTS: Mapping[str, tuple[str, ...]] = {
     # Deployments that want e5-quality vectors use "openai" with an embeddings endpoint.
     # An OpenAI-compatible or Bedrock-fronted endpoint: no model in Lambda.
     "openai": (),
+    # Amazon Bedrock (Titan Text Embeddings V2, Cohere Embed v3) through boto3, in the base layer.
+    "bedrock": (),
 }
-EMBEDDING_DIMENSIONS: Mapping[str, int] = {"use": 512}
+EMBEDDING_DIMENSIONS: Mapping[str, int] = {"use": 512, "bedrock": 1024}
 
 # What each layer must make importable (checked by the smoke test when the host can run it).
 SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
