@@ -8,12 +8,12 @@ import json
 from typing import Any
 
 import pytest
-
-from citegate.api import routes
 from infra.constructs.bedrock import model_arns
 from infra.stack import CitegateConfig
 from tests.infrastructure.synth import Synth, synthesize, text
 from tests.infrastructure.test_stack import STAGE, functions_by_name, of_type, role_of, statements_of
+
+from citegate.api import routes
 
 PROFILE = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
 HAIKU = "anthropic.claude-3-5-haiku-20241022-v1:0"
