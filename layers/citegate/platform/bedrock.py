@@ -50,6 +50,10 @@ def runtime_client(
     from botocore.config import Config
 
     config = Config(
+        # AWS_ENDPOINT_URL points every other client at the embedded endpoint on one machine
+        # (citegate serve), which has no Bedrock: Bedrock's endpoint is AWS's own unless
+        # CITEGATE_BEDROCK_ENDPOINT_URL names one (a VPC endpoint, a test's loopback runtime).
+        ignore_configured_endpoint_urls=True,
         retries={"mode": "standard", "total_max_attempts": max_attempts},
         connect_timeout=min(timeout, 10.0),
         read_timeout=timeout,

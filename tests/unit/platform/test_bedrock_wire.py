@@ -146,3 +146,14 @@ def test_chat_messages_become_converse_turns() -> None:
 def test_a_reply_that_is_not_a_converse_response_is_refused(response: Any) -> None:
     with pytest.raises(ValueError):
         wire.read_converse(response)
+
+
+def test_bedrock_is_never_sent_to_the_embedded_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`citegate serve` points AWS_ENDPOINT_URL at its embedded endpoint, which has no Bedrock."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+    assert (
+        wire.runtime_client("eu-west-1").meta.endpoint_url
+        == "https://bedrock-runtime.eu-west-1.amazonaws.com"
+    )
+    explicit = wire.runtime_client("eu-west-1", endpoint_url="https://vpce-1.bedrock-runtime.example")
+    assert explicit.meta.endpoint_url == "https://vpce-1.bedrock-runtime.example"
