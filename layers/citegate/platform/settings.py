@@ -115,7 +115,8 @@ class Settings(BaseModel):
     # this same process and concurrent ones only take turns for the GIL (measured slower).
     ingest_io_concurrency: int | None = Field(None, ge=1, le=32, alias="CITEGATE_INGEST_IO_CONCURRENCY")
 
-    # Embedding: "use" (offline default), "e5" (offline, better, slower), "openai" (endpoint).
+    # Embedding: "use" (offline default), "e5" (offline, better, slower), "openai" (endpoint),
+    # "bedrock" (Amazon Bedrock by IAM role: bedrock_embedding_model_id below).
     embedder: Literal["use", "e5", "openai", "bedrock", "hashing"] = Field("use", alias="CITEGATE_EMBEDDER")
     embedder_threads: int = Field(2, alias="CITEGATE_EMBEDDER_THREADS")
     embedding_base_url: str | None = Field(None, alias="CITEGATE_EMBEDDING_BASE_URL")
