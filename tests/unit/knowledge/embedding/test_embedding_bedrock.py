@@ -116,3 +116,19 @@ def test_failures_are_embedding_unavailable_without_bedrocks_message(bedrock: Fa
     cohere = BedrockEmbedder("cohere.embed-english-v3", "us-east-1", endpoint_url=bedrock.url)
     with pytest.raises(EmbeddingUnavailable, match=r"refused the request \(ValidationException\)"):
         cohere._invoke({"texts": ["a"] * 97, "input_type": "search_document"})
+
+
+def test_the_container_builds_it_from_settings_with_the_shared_cache() -> None:
+    from citegate.container import Services
+    from citegate.platform.settings import Settings
+
+    settings = Settings(
+        CITEGATE_EMBEDDER="bedrock",
+        CITEGATE_BEDROCK_EMBEDDING_MODEL_ID=COHERE_MULTILINGUAL,
+        CITEGATE_BEDROCK_REGION="eu-central-1",
+        AWS_REGION="us-east-1",
+    )
+    embedder = Services(settings=settings).embedder
+    assert isinstance(embedder, CachedEmbedder) and isinstance(embedder.inner, BedrockEmbedder)
+    assert embedder.dimension == 1024 and embedder.model_id == "bedrock-cohere.embed-multilingual-v3-1024"
+    assert type(embedder.cache).__name__ == "DynamoEmbeddingCache", "the cache every embedder uses"
