@@ -25,7 +25,10 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data"
-CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u3000-\u303f\uff00-\uffef]")
+# Kana, CJK ideographs, Hangul, CJK punctuation and full-width forms.
+CJK = re.compile(
+    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u3000-\u303f\uff00-\uffef]"
+)
 
 
 def tokens(text: str) -> int:
@@ -59,6 +62,7 @@ def main() -> None:
         }
     )
     from starlette.testclient import TestClient
+    from tests.fakes.bedrock_server import ACCESS_KEY, SECRET_KEY, FakeBedrock
 
     from citegate.answers.ask import ask
     from citegate.answers.bedrock_converse import BedrockConverseAnswerer
@@ -68,7 +72,6 @@ def main() -> None:
     from citegate.platform.settings import get_settings
     from citegate.runtime.gateway import create_app
     from citegate.runtime.stack import LocalStack
-    from tests.fakes.bedrock_server import ACCESS_KEY, SECRET_KEY, FakeBedrock
 
     stack = LocalStack(get_settings()).start()
     results: dict[str, dict[str, float]] = {}
@@ -87,8 +90,8 @@ def main() -> None:
                 for line in (DATA / name / "qrels.tsv").read_text().splitlines()[1:]:
                     query, passage, _ = line.split("\t")
                     gold.setdefault(query, set()).add(passage)
-                questions = [q for q in read_jsonl(DATA / name / "dev.jsonl") if gold.get(q["id"], set()) & kept]
-                questions = questions[: args.questions]
+                dev = read_jsonl(DATA / name / "dev.jsonl")
+                questions = [q for q in dev if gold.get(q["id"], set()) & kept][: args.questions]
                 kb = client.post("/v1/kb", json={"name": f"{name} {uuid.uuid4().hex[:6]}"}).json()["kb_id"]
                 tasks = []
                 for start in range(0, len(corpus), 20):
