@@ -597,7 +597,9 @@ def build_dependency_layers(
     ]
     exported = {r.name for r in requirements}
     placed = set().union(*groups.values())
-    missing = exported - placed
+    # The other embedders' models are left out on purpose ("openai" and "bedrock" need none).
+    other_models = {n for kind, roots in EMBEDDER_ROOTS.items() if kind != embedder for n in roots}
+    missing = exported - placed - (graph.closure(other_models) - placed)
     if missing:
         raise BundlingError(f"exported requirements in no layer group: {sorted(missing)}")
 
