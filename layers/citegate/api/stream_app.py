@@ -222,7 +222,9 @@ def _json_response(status: int, body: Any, request_id: str) -> dict[str, Any]:
 
 
 def _refusal(error: CitegateError, family: routes.Family, request_id: str) -> dict[str, Any]:
-    body = error_body(error_code(error, family), error.message, request_id, error_details(error, family))
+    body = error_body(
+        error_code(error, family), error.message, request_id, error_details(error, family), family=family
+    )
     return _json_response(error_status(error, family), body, request_id)
 
 
