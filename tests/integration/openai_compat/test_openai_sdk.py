@@ -296,6 +296,29 @@ def test_hanging_up_mid_stream_closes_it_and_audits_499(
         assert records[0].route == "POST /v1/chat/completions" and records[0].tool == "ask"
 
 
+def test_a_failure_midway_ends_the_stream_with_an_error_the_sdk_raises(
+    live_url: str, planets: str, stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from citegate.answers import conversation
+    from citegate.platform.errors import ModelUnavailable
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise ModelUnavailable("the model is unreachable")
+
+    monkeypatch.setattr(conversation, "answer_conversation", unreachable)
+    stream = sdk(live_url).chat.completions.create(
+        model=f"citegate/{planets}", messages=ask("What colour is Mars?"), stream=True
+    )
+    with pytest.raises(openai.APIError) as failed:
+        list(stream)
+    assert failed.value.code == "model_unavailable" and failed.value.type == "server_error"
+    records = audited(stack, stream.response.headers["apigw-requestid"])
+    assert [(r.status, r.reason) for r in records] == [(503, "model_unavailable")]
+    with pytest.raises(openai.InternalServerError) as whole:  # not streamed: a 503
+        sdk(live_url).chat.completions.create(model=f"citegate/{planets}", messages=ask("Mars?"))
+    assert whole.value.status_code == 503 and whole.value.code == "model_unavailable"
+
+
 # ----------------------------------------------------------------------------- models and governance
 
 
