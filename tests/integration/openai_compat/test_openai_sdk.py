@@ -87,8 +87,8 @@ def extra(model: Any, name: str) -> Any:
 # ----------------------------------------------------------------------------- the answer
 
 
-def test_a_completion_keeps_its_citations(live_url: str, planets: str) -> None:
-    reply = sdk(live_url).chat.completions.create(
+def test_a_completion_keeps_its_citations(live_url: str, planets: str, stack: Any) -> None:
+    raw = sdk(live_url).chat.completions.with_raw_response.create(
         model=f"citegate/{planets}",
         messages=ask("What colour is the surface of Mars?"),
         temperature=0.2,
@@ -97,6 +97,7 @@ def test_a_completion_keeps_its_citations(live_url: str, planets: str) -> None:
         metadata={"ticket": "T-1"},
         extra_body={"seed": 3, "tools": [], "something_new": {"x": 1}},  # unknown fields are ignored
     )
+    reply = raw.parse()
     assert reply.object == "chat.completion" and reply.model == f"citegate/{planets}"
     choice = reply.choices[0]
     content = choice.message.content or ""
@@ -115,6 +116,10 @@ def test_a_completion_keeps_its_citations(live_url: str, planets: str) -> None:
     assert extra(reply, "citegate")["no_answer"] is False
     assert reply.usage and reply.usage.completion_tokens > 0
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+    (record,) = audited(stack, raw.headers["apigw-requestid"])
+    assert (record.status, record.tool, record.user_id) == (200, "ask", "reader-7")
+    assert record.knowledge_bases == [planets] and record.cited_chunk_ids == sorted(c["ref_id"] for c in citations)
+    assert reply.id == f"chatcmpl-{record.request_id}"
 
 
 def test_citations_are_resolve_refs_objects(live_url: str, planets: str, service: TestClient) -> None:
