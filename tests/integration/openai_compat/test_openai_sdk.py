@@ -118,7 +118,8 @@ def test_a_completion_keeps_its_citations(live_url: str, planets: str, stack: An
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
     (record,) = audited(stack, raw.headers["apigw-requestid"])
     assert (record.status, record.tool, record.user_id) == (200, "ask", "reader-7")
-    assert record.knowledge_bases == [planets] and record.cited_chunk_ids == sorted(c["ref_id"] for c in citations)
+    assert record.knowledge_bases == [planets]
+    assert record.cited_chunk_ids == sorted(c["ref_id"] for c in citations)
     assert reply.id == f"chatcmpl-{record.request_id}"
 
 
