@@ -18,7 +18,7 @@
   chunk when `stream_options.include_usage` asks for one, and `data: [DONE]`. The answer is bound
   to its evidence before its first word is sent: nothing is streamed that is later withdrawn.
 - errors: OpenAI's `{"error": {"message", "type", "param", "code"}}` (citegate.platform.errors,
-  family "openai"), also as a stream's last event when it fails midway.
+  family "openai"), also as a stream's last event when it fails midway (no `[DONE]` then).
 """
 
 from __future__ import annotations
@@ -284,8 +284,9 @@ def deltas(content: str, words: int = WORDS_PER_DELTA) -> Iterator[str]:
 
 
 def failure_events(code: str, message: str) -> list[dict[str, Any] | str]:
-    """A stream that fails midway ends with OpenAI's error object (the SDK raises it), then [DONE]."""
-    return [{"error": openai_error(code, message)}, "[DONE]"]
+    """A stream that fails midway ends with OpenAI's error object, as OpenAI's do (no [DONE]): the
+    SDK raises it and hangs up, so it is the last frame, sent once the call is audited."""
+    return [{"error": openai_error(code, message)}]
 
 
 class Exchange:

@@ -153,7 +153,7 @@ def test_errors_in_openais_shape(error: CitegateError, status: int, code: str, k
     assert body == {"error": {"message": str(error), "type": kind, "param": None, "code": code}}
 
 
-def test_a_stream_that_fails_ends_with_an_error_object_then_done() -> None:
+def test_a_stream_that_fails_ends_with_an_error_object() -> None:
     events = failure_events("model_unavailable", "the model is unreachable")
     assert events == [
         {
@@ -163,8 +163,7 @@ def test_a_stream_that_fails_ends_with_an_error_object_then_done() -> None:
                 "param": None,
                 "code": "model_unavailable",
             }
-        },
-        "[DONE]",
+        }
     ]
 
 
