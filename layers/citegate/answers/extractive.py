@@ -591,16 +591,44 @@ def _quotable(text: str) -> tuple[tuple[str, bool], ...]:
 
 
 # A heading that names an option, a signature or a dotted identifier: `-p, --pattern pattern`,
-# `discover(start_dir, pattern='test*.py')`, `http.lowSpeedLimit`.
-_ENTRY_HEADING = re.compile(r"^(?:-{1,2}\w|\S*\w\(|[\w-]+(?:\.[\w-]+)+(?:,|$|\s))")
+# `discover(start_dir, pattern='test*.py')`, `http.lowSpeedLimit`, after the kind an API reference
+# writes first (`exception dataclasses.FrozenInstanceError`, `class queue.Queue(maxsize=0)`).
+_ENTRY_KIND = (
+    r"(?:(?:abstract|static|class|async|awaitable)\s+)*"
+    r"(?:class|exception|method|classmethod|attribute|property|data|coroutine|function|decorator)\s+"
+)
+_ENTRY_HEADING = re.compile(rf"^(?:{_ENTRY_KIND})?(?:-{{1,2}}\w|@?\S*\w\(|@?[\w-]+(?:\.[\w-]+)+(?:,|$|\s))")
+# An entry's label in an answer: a long signature is shown by its name.
+MAX_LABEL_CHARS: Final = 80
+
+
+@lru_cache(maxsize=4096)
+def _entry_heading(text: str) -> str:
+    """The heading of the passage's own section when it names an option or identifier, else ""."""
+    headings = chunk_headings(text)
+    middle = len(text) // 2
+    before = [h for h in headings if h.start <= middle]
+    heading = before[-1].text.strip() if before else ""
+    return heading if _ENTRY_HEADING.match(heading) else ""
 
 
 def _entry_section(text: str) -> bool:
     """Whether the passage's own section sits under a heading that names an option or identifier."""
-    headings = chunk_headings(text)
-    middle = len(text) // 2
-    before = [h for h in headings if h.start <= middle]
-    return bool(before) and bool(_ENTRY_HEADING.match(before[-1].text.strip()))
+    return bool(_entry_heading(text))
+
+
+def _labelled(sentence: str, heading: str) -> str:
+    """The first sentence of an entry, led by the entry it describes, unless it names that itself:
+    "Raised when ... frozen=True." says nothing of which exception without its heading."""
+    label = heading if len(heading) <= MAX_LABEL_CHARS else heading.split("(", 1)[0] + "(...)"
+    first_word = re.split(r"[\s(,]", _ENTRY_KIND_PREFIX.sub("", label), maxsplit=1)[0]
+    name = first_word.rsplit(".", 1)[-1].lstrip("-@")
+    if name and name.lower() in sentence.lower():
+        return sentence
+    return f"**{label}** {sentence}"
+
+
+_ENTRY_KIND_PREFIX = re.compile(rf"^{_ENTRY_KIND}")
 
 
 def _is_entry_description(sentence: str) -> bool:
@@ -987,9 +1015,10 @@ _SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z]\b")
 
 
 def _entry_terms(question: str, specific: Sequence[SpecificTerm]) -> frozenset[str]:
-    """The options and identifiers a question names, as an entry would open with them."""
-    terms = {t.text.strip("`").lower() for t in specific if t.identifier}
-    terms.update(m.group().lower() for m in _SHORT_OPTION.finditer(question))
+    """The options and identifiers a question names, as an entry would open with them: in their
+    case, since `-O` is not `-o`, nor `round()` the verb that opens "Round away from zero."."""
+    terms = {t.text.strip("`") for t in specific if t.identifier}
+    terms.update(m.group() for m in _SHORT_OPTION.finditer(question))
     return frozenset(t.rstrip("()") for t in terms if t)
 
 
@@ -999,7 +1028,7 @@ def _opens_with(sentence: str, terms: frozenset[str]) -> bool:
     head = _ENTRY_HEAD.match(sentence)
     if head is None or not terms:
         return False
-    opened = {part.strip().strip("*`").rstrip("()").lower() for part in head.group(1).split(",")}
+    opened = {part.strip().strip("*`").rstrip("()") for part in head.group(1).split(",")}
     return not opened.isdisjoint(terms)
 
 
@@ -1295,6 +1324,8 @@ class ExtractiveAnswerer:
                     "states_default": 1.0 if asks_default and _STATES_DEFAULT.search(text) else 0.0,
                     "pointer": 1.0 if _is_pointer(text) else 0.0,
                 }
+                if i == 0 and len(parts) == 1 and (heading := _entry_heading(ev.text)):
+                    parts = (_labelled(parts[0], heading),)
                 candidates.append(Candidate(ev, i, text, features, parts=parts))
 
         candidates = self._ranked(candidates)

@@ -358,3 +358,66 @@ queue items are consumed. If maxsize is less than or equal to zero, the queue si
     )
     assert not draft.declined, draft.reason
     assert "the queue size is infinite" in draft.answer
+
+
+def test_an_entrys_first_sentence_is_quoted_with_the_entry_it_describes() -> None:
+    """An API reference states which exception in its heading and what it is in the sentence under
+    it: "Raised when ..." alone answers "which exception" with no exception at all."""
+    frozen = """it is an error to specify more than one field whose type is KW_ONLY.
+
+### exception dataclasses.FrozenInstanceError {#dataclasses.FrozenInstanceError}
+
+Raised when an implicitly defined __setattr__() or __delattr__() is called on a dataclass which was
+defined with frozen=True. It is a subclass of AttributeError."""
+    draft = ExtractiveAnswerer().answer(
+        "Which exception do I get when I assign to a field of a frozen dataclass?",
+        evidence(("dataclasses — Data Classes", "exception dataclasses.FrozenInstanceError", frozen)),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith(
+        "**exception dataclasses.FrozenInstanceError** Raised when an implicitly defined __setattr__()"
+    )
+
+
+def test_an_entry_that_names_itself_in_its_first_sentence_is_quoted_as_it_is() -> None:
+    entry = """Some text of the entry before this one, cut off by the chunker here.
+
+### http.lowSpeedLimit, http.lowSpeedTime {#http-lowspeedlimit}
+
+If the HTTP transfer speed is less than http.lowSpeedLimit for longer than http.lowSpeedTime
+seconds, the transfer is aborted."""
+    draft = ExtractiveAnswerer().answer(
+        "What do http.lowSpeedLimit and http.lowSpeedTime do?",
+        evidence(("git-config(1)", "http.lowSpeedLimit, http.lowSpeedTime", entry)),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("If the HTTP transfer speed is less than")
+
+
+DECIMAL_PAGE = "decimal — Decimal fixed point and floating point arithmetic"
+
+
+def test_an_entry_opens_with_the_identifier_in_its_case_not_with_a_word_spelled_alike() -> None:
+    """`round()` is not the verb that opens decimal's "Round away from zero ..." entries."""
+    rounding = """### decimal.ROUND_05UP {#decimal.ROUND_05UP}
+
+Round away from zero if last digit after rounding towards zero would have been 0 or 5; otherwise
+round towards zero."""
+    half_even = """### decimal.ROUND_HALF_EVEN {#decimal.ROUND_HALF_EVEN}
+
+Round to nearest with ties going to nearest even integer."""
+    builtin = """### round(number, ndigits=None) {#round}
+
+For the built-in types supporting round(), values are rounded to the closest multiple of 10 to the
+power minus ndigits; if two multiples are equally close, rounding is done toward the even choice
+(so, for example, both round(0.5) and round(-0.5) are 0, and round(1.5) is 2)."""
+    draft = ExtractiveAnswerer().answer(
+        "How does round() break a tie such as round(0.5)?",
+        evidence(
+            (DECIMAL_PAGE, "decimal.ROUND_05UP", rounding),
+            ("Built-in Functions", "round(number, ndigits=None)", builtin),
+            (DECIMAL_PAGE, "decimal.ROUND_HALF_EVEN", half_even),
+        ),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("For the built-in types supporting round()")

@@ -174,3 +174,14 @@ def test_the_routes_are_governed_by_the_ask_tool_in_the_openai_family() -> None:
     assert found["POST /v1/chat/completions"].streaming
     assert routes.family_of_path("/v1/chat/nothing") == "openai"
     assert routes.family_of_path("/v1/nothing") == "v1"
+
+
+def test_a_system_message_reaches_a_model_answerer_for_the_form_only() -> None:
+    from citegate.answers.base import Evidence, caller_instruction
+    from citegate.answers.prompting import SYSTEM_PROMPT, answer_messages
+
+    evidence = [Evidence(1, "r_1", "Mars is red.", 0.5)]
+    with caller_instruction("  Answer in French.  "):
+        system = answer_messages("What colour is Mars?", evidence, None)[0]["content"]
+    assert system.startswith(SYSTEM_PROMPT) and system.endswith("add sources:\nAnswer in French.")
+    assert answer_messages("What colour is Mars?", evidence, None)[0]["content"] == SYSTEM_PROMPT
