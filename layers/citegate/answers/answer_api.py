@@ -261,8 +261,22 @@ def answer_question(
         result_count=len(outcome.retrieval.hits),
         retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
         cited=sorted(cited),
+        **question_outcome(outcome, confidence, [] if outcome.no_answer else paths),
     )
     return Asked(result, outcome)
+
+
+def question_outcome(outcome: AskOutcome, confidence: str, cited_paths: list[str]) -> dict[str, Any]:
+    """What the audit record keeps of a question's outcome (and its insights signal is made of):
+    answered or declined and why, the confidence, the pages cited and the best pages found."""
+    nearby = list(dict.fromkeys(h.chunk.path or h.chunk.source_name for h in outcome.retrieval.hits))
+    return {
+        "outcome": "declined" if outcome.no_answer else "answered",
+        "no_answer_code": outcome.no_answer_code if outcome.no_answer else None,
+        "confidence": confidence,
+        "cited_paths": list(dict.fromkeys(cited_paths)),
+        "nearby_paths": nearby[:5],
+    }
 
 
 def _ask(
