@@ -1,37 +1,22 @@
-"""The HTTP side of citegate.insights: query parameters, bodies and the export's content types."""
+"""The HTTP side of citegate.insights: query parameters and the export's content types."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from citegate.api.http import HasEvent, json_response, query_param
 from citegate.insights.export import CONTENT_TYPES, Format, negotiate
+from citegate.insights.schemas import FixBody, TaskBody
 from citegate.insights.service import Filters, Window
 from citegate.platform.errors import InvalidRequest
+
+__all__ = ["FixBody", "TaskBody", "filters_of", "limit_of", "respond", "window_of"]
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import Response
 
     from citegate.governance.calls import Authorized
-
-
-class FixBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    fixed: bool = True  # false takes the mark off
-    note: str | None = Field(None, max_length=2000)
-    recheck: bool = True  # ask the group's questions again now
-
-
-class TaskBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    title: str | None = Field(None, max_length=300)
-    description: str | None = Field(None, max_length=8000)
-    idempotencyKey: str | None = Field(None, min_length=1, max_length=200)
 
 
 def window_of(app: HasEvent, s: Any) -> Window:

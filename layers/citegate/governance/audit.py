@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from citegate.governance.signals import SignalLog
 from citegate.platform.dynamo import from_item, to_item
 from citegate.platform.observability import logger
 
@@ -59,9 +58,15 @@ class AuditRecord(BaseModel):
         return f"{self.tenant_id}#{self.caller_type}:{self.caller_id}"
 
 
+class SignalSink(Protocol):
+    """Where a record's question signal goes (citegate.governance.signals.SignalLog)."""
+
+    def record(self, record: AuditRecord, expires_at: int) -> bool: ...
+
+
 class AuditLog:
     def __init__(
-        self, table: Any, retention_days: float | None = None, signals: SignalLog | None = None
+        self, table: Any, retention_days: float | None = None, signals: SignalSink | None = None
     ) -> None:
         self._table = table
         self._retention_days = retention_days  # unset: the settings' (CITEGATE_AUDIT_RETENTION_DAYS)
