@@ -1,4 +1,4 @@
-"""GET /v1/insights/gaps?kb=&since=&until=&kind=&caller=&limit=&format=json|csv|md: the questions
+"""GET /v1/insights/gaps?kb=&since=&until=&kind=&caller=&limit=&questions=&format=json|csv|md: the questions
 the documents do not answer, grouped by meaning and ranked by count (docs/insights.md)."""
 
 from citegate.api.http import authorized, http_handler, make_resolver
@@ -15,7 +15,14 @@ def list_gaps():  # type: ignore[no-untyped-def]
 
     call = authorized(app)
     s = services()
-    view = gaps(s, call, window_of(app, s), filters_of(app, call), limit=limit_of(app))
+    view = gaps(
+        s,
+        call,
+        window_of(app, s),
+        filters_of(app, call),
+        limit=limit_of(app),
+        questions=limit_of(app, "questions", 10),
+    )
     return respond(app, view, gaps_text, "gaps")
 
 

@@ -29,11 +29,7 @@ def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
         result_count=len(outcome.retrieval.hits),
         retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
         cited=outcome.used_refs,
-        **question_outcome(
-            outcome,
-            "low" if outcome.no_answer else outcome.confidence.level,
-            [c.path or c.source_name for c in outcome.citations],
-        ),
+        **question_outcome(outcome, "low" if outcome.no_answer else outcome.confidence.level),
     )
     context = "".join(e.context or e.text for e in outcome.evidence)
     charge_tokens(s, call.principal, estimate_tokens(request.question, context, outcome.answer))

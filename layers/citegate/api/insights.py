@@ -36,13 +36,13 @@ def filters_of(app: HasEvent, call: Authorized, *, kinds: bool = True) -> Filter
     ).validate(call.policy)
 
 
-def limit_of(app: HasEvent) -> int:
+def limit_of(app: HasEvent, name: str = "limit", default: int = 100) -> int:
     try:
-        limit = int(query_param(app, "limit") or 100)
+        limit = int(query_param(app, name) or default)
     except ValueError as error:
-        raise InvalidRequest("limit must be an integer", details={"field": "limit"}) from error
+        raise InvalidRequest(f"{name} must be an integer", details={"field": name}) from error
     if not 1 <= limit <= 1000:
-        raise InvalidRequest("limit must be between 1 and 1000", details={"field": "limit"})
+        raise InvalidRequest(f"{name} must be between 1 and 1000", details={"field": name})
     return limit
 
 

@@ -403,7 +403,16 @@ OPERATIONS: dict[str, Op] = {
         ),
         "Questions the documents do not answer, grouped by meaning and ranked by count "
         "(format=csv|md, or Accept: text/csv|text/markdown, exports them).",
-        query=(*INSIGHTS_QUERY, ("kind", GAP_KIND, "Only this gap kind."), LIMIT),
+        query=(
+            *INSIGHTS_QUERY,
+            ("kind", GAP_KIND, "Only this gap kind."),
+            LIMIT,
+            (
+                "questions",
+                {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10},
+                "Questions per group.",
+            ),
+        ),
     ),
     "insights_summary": Op(
         None,

@@ -308,7 +308,13 @@ def _signals(s: InsightsSources, call: Authorized, window: Window, filters: Filt
 
 
 def gaps(
-    s: InsightsSources, call: Authorized, window: Window, filters: Filters, *, limit: int = 100
+    s: InsightsSources,
+    call: Authorized,
+    window: Window,
+    filters: Filters,
+    *,
+    limit: int = 100,
+    questions: int = QUESTIONS_SHOWN,
 ) -> dict[str, Any]:
     tenant = call.principal.tenant_id
     refreshed = refresh(s, tenant)
@@ -340,7 +346,7 @@ def gaps(
     return {
         "window": {"since": window.since, "until": window.until},
         "filters": {k: v for k, v in vars(filters).items() if v is not None},
-        "groups": [_group_view(gid, agg, items.get(gid) or {}) for gid, agg in ranked[:limit]],
+        "groups": [_group_view(gid, agg, items.get(gid) or {}, questions) for gid, agg in ranked[:limit]],
         "totalGroups": len(ranked),
         "gapQuestions": sum(agg.count for _, agg in ranked),
         "ungrouped": pending,
@@ -348,7 +354,7 @@ def gaps(
     }
 
 
-def _group_view(gid: str, agg: _Agg, item: dict[str, Any]) -> dict[str, Any]:
+def _group_view(gid: str, agg: _Agg, item: dict[str, Any], shown: int) -> dict[str, Any]:
     top = agg.questions.most_common()
     representative = agg.texts[top[0][0]] if top else str(item.get("first_question") or "")
     view: dict[str, Any] = {
@@ -360,7 +366,7 @@ def _group_view(gid: str, agg: _Agg, item: dict[str, Any]) -> dict[str, Any]:
         "callers": dict(agg.callers),
         "kinds": dict(agg.kinds),
         "reasons": dict(agg.reasons),
-        "questions": [{"question": agg.texts[k], "count": n} for k, n in top[:QUESTIONS_SHOWN]],
+        "questions": [{"question": agg.texts[k], "count": n} for k, n in top[:shown]],
         "distinctQuestions": len(top),
         "pages": [{"path": p, "count": n} for p, n in agg.pages.most_common(PAGES_SHOWN)],
         "knowledgeBases": sorted(agg.kbs),
