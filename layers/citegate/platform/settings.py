@@ -128,7 +128,7 @@ class Settings(BaseModel):
     # Insights (citegate.insights): a gap question joins the nearest group at least this similar
     # (cosine, the configured embedder's vectors; tuned for "use" on the planted set's dev split,
     # docs/results/insights.md), else starts its own; views cover this many days unless told.
-    insights_threshold: float = Field(0.6, ge=0.0, le=1.0, alias="CITEGATE_INSIGHTS_THRESHOLD")
+    insights_threshold: float = Field(0.65, ge=0.0, le=1.0, alias="CITEGATE_INSIGHTS_THRESHOLD")
     insights_window_days: int = Field(30, ge=1, le=3660, alias="CITEGATE_INSIGHTS_WINDOW_DAYS")
 
     # Search: the embedded engine on one machine, OpenSearch when a URL is configured.
