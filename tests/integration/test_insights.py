@@ -219,3 +219,23 @@ def test_a_fix_turns_the_group_answered(setup: dict[str, Any]) -> None:
     assert view["fix"]["verdict"] == "answered"
     unmarked = viewer.post(f"{GAPS}/{group}/fix", json={"fixed": False})
     assert unmarked.json()["fixed"] is False and _group(viewer.get(GAPS).json(), LOGO)["fix"] is None
+
+
+def test_a_view_during_another_refresh_shows_the_questions_not_yet_grouped(
+    setup: dict[str, Any], stack: Any
+) -> None:
+    store, tenant = stack.services.insights, stack.settings.default_tenant
+    viewer: TestClient = setup["viewer"]
+    viewer.get(GAPS)  # everything so far folded in
+    assert store.take_lease(tenant, "another-view", 60)  # another view is folding
+    try:
+        question = "Where is the kunora changelog published?"
+        assert setup["asker"].post("/agent/tools/ask", json={"question": question}).status_code == 200
+        held = viewer.get(GAPS).json()
+        assert held["refresh"]["skipped"] is True and held["ungrouped"] == 1
+        assert not [g for g in held["groups"] if g["representative"] == question]
+    finally:
+        store.release(tenant, "another-view", None)
+    folded = viewer.get(GAPS).json()
+    assert folded["refresh"]["seen"] >= 1 and folded["ungrouped"] == 0
+    assert _group(folded, question)["count"] == 1
