@@ -244,7 +244,7 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
     questions = load_set()
     asks = schedule(questions)
     label_of = {normalize_question(q.forms[f]): q for q in questions for f in q.forms}
-    work = Path(tempfile.mkdtemp(prefix="citegate-insights-"))
+    work = args.reuse or Path(tempfile.mkdtemp(prefix="citegate-insights-"))
     env = {
         "CITEGATE_INSIGHTS_THRESHOLD": str(args.threshold),
         "CITEGATE_ANONYMOUS_IP_RATE_LIMIT": "1000000",
@@ -257,78 +257,100 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
     server.start()
     try:
         admin = httpx.Client(
-            base_url=server.url, headers={"Authorization": f"Bearer {service.TOKEN}"}, timeout=120
+            base_url=server.url, headers={"Authorization": f"Bearer {service.TOKEN}"}, timeout=600
         )
-        started = time.perf_counter()
-        for manual in MANUALS:
-            pages = {p for q in questions if q.manual == manual for p in q.pages}
-            root = _pages_root(manual, args.cache, pages, work / "pages")
-            made = admin.post("/v1/kb", json={"kb_id": manual, "name": manual, "status": "approved"})
-            made.raise_for_status()
-            run = service.ingest(server, root, manual, work / f"{manual}.state", work / "cli.log", 3600)
-            print(
-                f"{manual}: ingested {run.ingested} of {run.files} pages, {run.chunks} chunks, {run.wall_s}s",
-                flush=True,
-            )
-        result["ingest_s"] = round(time.perf_counter() - started, 1)
-        admin.put(
-            "/admin/policies/agent:insights-bench",
-            json={"tools": ["ask"], "knowledge_bases": ["*"], "rate_limit_per_minute": 1_000_000},
-        ).raise_for_status()
-        token = admin.post("/admin/agents/insights-bench/credentials", json={"kind": "token"}).json()[
-            "secret"
-        ]
-        agent = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
         human = httpx.Client(base_url=server.url, timeout=120)
+        if args.reuse is None:
+            started = time.perf_counter()
+            for manual in MANUALS:
+                pages = {p for q in questions if q.manual == manual for p in q.pages}
+                root = _pages_root(manual, args.cache, pages, work / "pages")
+                made = admin.post("/v1/kb", json={"kb_id": manual, "name": manual, "status": "approved"})
+                made.raise_for_status()
+                run = service.ingest(server, root, manual, work / f"{manual}.state", work / "cli.log", 3600)
+                print(
+                    f"{manual}: ingested {run.ingested} of {run.files} pages, {run.chunks} chunks, "
+                    f"{run.wall_s}s",
+                    flush=True,
+                )
+            result["ingest_s"] = round(time.perf_counter() - started, 1)
+            admin.put(
+                "/admin/policies/agent:insights-bench",
+                json={"tools": ["ask"], "knowledge_bases": ["*"], "rate_limit_per_minute": 1_000_000},
+            ).raise_for_status()
+            token = admin.post("/admin/agents/insights-bench/credentials", json={"kind": "token"}).json()[
+                "secret"
+            ]
+            agent = httpx.Client(
+                base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
+            )
 
-        def ask(item: tuple[Question, str, str]) -> dict[str, Any]:
-            q, form, caller = item
-            body = {"question": q.forms[form]}
-            t0 = time.perf_counter()
-            if caller == "agent":
-                reply = agent.post("/agent/tools/ask", json=body)
-            else:
-                reply = human.post("/answer/ask", json=body)
-            reply.raise_for_status()
-            data = reply.json()
-            return {
-                "label": q.label,
-                "form": form,
-                "caller": caller,
-                "declined": data.get("noAnswerReason") is not None,
-                "confidence": data.get("confidence"),
-                "request_id": data["audit"]["requestId"],
-                "ms": (time.perf_counter() - t0) * 1000,
-            }
+            def ask(item: tuple[Question, str, str]) -> dict[str, Any]:
+                q, form, caller = item
+                body = {"question": q.forms[form]}
+                t0 = time.perf_counter()
+                if caller == "agent":
+                    reply = agent.post("/agent/tools/ask", json=body)
+                else:
+                    reply = human.post("/answer/ask", json=body)
+                reply.raise_for_status()
+                data = reply.json()
+                return {
+                    "label": q.label,
+                    "form": form,
+                    "caller": caller,
+                    "declined": data.get("noAnswerReason") is not None,
+                    "confidence": data.get("confidence"),
+                    "request_id": data["audit"]["requestId"],
+                    "ms": (time.perf_counter() - t0) * 1000,
+                }
 
-        started = time.perf_counter()
-        with ThreadPoolExecutor(args.workers) as pool:
-            answered = list(pool.map(ask, asks))
-        result["replay_s"] = round(time.perf_counter() - started, 1)
-        print(f"replayed {len(answered)} questions in {result['replay_s']}s", flush=True)
-        # Readers mark some answers not helpful (an answered question of each of 12 answerable ones).
-        marked = 0
-        seen: set[str] = set()
-        for row in answered:
-            q = next(x for x in questions if x.label == row["label"])
-            if q.planted or row["declined"] or q.label in seen or len(seen) >= 12:
-                continue
-            seen.add(q.label)
-            for _ in range(2):
-                human.post(
-                    "/agent/tools/create_feedback",
-                    json={"question": q.forms[row["form"]], "answerRequestId": row["request_id"]},
-                ).raise_for_status()
-                marked += 1
-        result["marked_not_helpful"] = marked
-        result["declined"] = sum(r["declined"] for r in answered)
-        result["low_confidence"] = sum(1 for r in answered if not r["declined"] and r["confidence"] == "low")
-        result["ask_p50_ms"] = round(statistics.median(r["ms"] for r in answered), 1)
+            started = time.perf_counter()
+            with ThreadPoolExecutor(args.workers) as pool:
+                answered = list(pool.map(ask, asks))
+            result["replay_s"] = round(time.perf_counter() - started, 1)
+            print(f"replayed {len(answered)} questions in {result['replay_s']}s", flush=True)
+            # Readers mark some answers not helpful (an answered question of each of 12 answerable ones).
+            marked = 0
+            seen: set[str] = set()
+            for row in answered:
+                q = next(x for x in questions if x.label == row["label"])
+                if q.planted or row["declined"] or q.label in seen or len(seen) >= 12:
+                    continue
+                seen.add(q.label)
+                for _ in range(2):
+                    human.post(
+                        "/agent/tools/create_feedback",
+                        json={"question": q.forms[row["form"]], "answerRequestId": row["request_id"]},
+                    ).raise_for_status()
+                    marked += 1
+            result["marked_not_helpful"] = marked
+            result["declined"] = sum(r["declined"] for r in answered)
+            result["low_confidence"] = sum(
+                1 for r in answered if not r["declined"] and r["confidence"] == "low"
+            )
+            result["ask_p50_ms"] = round(statistics.median(r["ms"] for r in answered), 1)
 
+        else:
+            result["reused"] = str(args.reuse)
+
+        # The backlog of the whole replay, folded by as many views as it takes (each folds for
+        # about FOLD_BUDGET_SECONDS), then the view the figures are read from.
         t0 = time.perf_counter()
-        view = admin.get("/v1/insights/gaps", params={"limit": 1000, "questions": 1000}).json()
-        result["first_view_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-        result["first_refresh"] = view["refresh"]
+        folds = []
+        while True:
+            view = admin.get("/v1/insights/gaps", params={"limit": 1000, "questions": 1000}).json()
+            folds.append(view["refresh"])
+            if not view["refresh"]["remaining"] and not view["ungrouped"]:
+                break
+        result["backlog_fold"] = {
+            "views": len(folds),
+            "signals": sum(f["seen"] for f in folds),
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "fold_ms_per_signal": round(
+                sum(f["ms"] for f in folds) / max(1, sum(f["seen"] for f in folds)), 2
+            ),
+        }
         pairs = []
         zh_joined = []
         by_label_groups: dict[str, Counter[str]] = defaultdict(Counter)
@@ -364,9 +386,11 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
         # The time from a new question to its group: ask it, then one view (which folds it in).
         timings = []
         for text in FRESH:
-            human.post("/answer/ask", json={"question": text}).raise_for_status()
+            asked = human.post("/answer/ask", json={"question": text})
+            asked.raise_for_status()
+            gap = asked.json()["noAnswerReason"] is not None or asked.json()["confidence"] == "low"
             t0 = time.perf_counter()
-            fresh = admin.get("/v1/insights/gaps", params={"limit": 1000}).json()
+            fresh = admin.get("/v1/insights/gaps", params={"limit": 1000, "questions": 1000}).json()
             wall = (time.perf_counter() - t0) * 1000
             visible = any(
                 normalize_question(i["question"]) == normalize_question(text)
@@ -378,12 +402,15 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
                     "view_ms": wall,
                     "refresh_ms": fresh["refresh"]["ms"],
                     "visible": visible,
+                    "gap": gap,
                     "seen": fresh["refresh"]["seen"],
                 }
             )
         result["refresh"] = {
             "new_questions": len(timings),
-            "visible_after_one_view": sum(t["visible"] for t in timings),
+            "gaps_among_them": sum(t["gap"] for t in timings),
+            "gaps_in_a_group_after_one_view": sum(t["visible"] and t["gap"] for t in timings),
+            "answered_in_no_group": sum(not t["visible"] and not t["gap"] for t in timings),
             "view_p50_ms": round(statistics.median(t["view_ms"] for t in timings), 1),
             "view_max_ms": round(max(t["view_ms"] for t in timings), 1),
             "refresh_p50_ms": round(statistics.median(t["refresh_ms"] for t in timings), 1),
@@ -410,7 +437,8 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if not args.keep:
             server.stop()
-            shutil.rmtree(work, ignore_errors=True)
+            if args.reuse is None:
+                shutil.rmtree(work, ignore_errors=True)
     _print(result)
     _save(args.out / "insights-replay.json", result)
     return result
@@ -454,6 +482,12 @@ def main(argv: list[str] | None = None) -> int:
         "--cache", type=Path, default=fetch.CACHE, help="the manuals' .deb cache (benchmarks.manuals.fetch)"
     )
     r.add_argument("--keep", action="store_true", help="leave the server running")
+    r.add_argument(
+        "--reuse",
+        type=Path,
+        default=None,
+        help="a work folder of an earlier replay (its data/): skip the ingest and the replay",
+    )
     for p in (t, r):
         p.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args(argv)

@@ -39,8 +39,12 @@ if TYPE_CHECKING:
     from citegate.knowledge.embedding.base import Embedder
     from citegate.platform.settings import Settings
 
-LOOKBACK = dt.timedelta(minutes=5)  # a call's signal is written when it ends, after later calls began
+# A call's signal is sorted by the time the call began and written when it ends: later calls may
+# have been folded in meanwhile. Answer routes end within API Gateway's 30 s; a minute covers them.
+LOOKBACK = dt.timedelta(minutes=1)
 LEASE_SECONDS = 60.0
+FOLD_BATCH = 200  # signals folded between checks of the time spent
+FOLD_BUDGET_SECONDS = 15.0  # a view folds for at most about this long (a backlog takes several views)
 SAMPLES_KEPT = 20  # distinct questions kept on a group (for re-asking and tasks)
 RECHECK_QUESTIONS = 5
 QUESTIONS_SHOWN = 10
@@ -159,6 +163,7 @@ class Refreshed:
     new_groups: int = 0
     linked: int = 0  # answered questions linked to a group
     skipped: bool = False  # another refresh held the lease
+    remaining: int = 0  # signals left for the next view (a backlog larger than one view's budget)
     ms: float = 0.0
 
 
@@ -191,12 +196,18 @@ def refresh(s: InsightsSources, tenant_id: str) -> Refreshed:
             if mark
             else "0000"
         )
-        signals = store.signals(tenant_id, since, "9999")
+        signals = store.signals(tenant_id, since, "9999", pending_only=True)  # oldest first
         if signals:
-            watermark = max(str(sig["sk"]) for sig in signals)
-        pending = [sig for sig in signals if "grouped" not in sig]
-        if pending:
-            _fold(s, tenant_id, pending, done)
+            watermark = max(str(mark or ""), max(str(sig["sk"]) for sig in signals))
+        pending = signals
+        for start in range(0, len(pending), FOLD_BATCH):
+            batch = pending[start : start + FOLD_BATCH]
+            _fold(s, tenant_id, batch, done)
+            if start + FOLD_BATCH < len(pending) and time.perf_counter() - started > FOLD_BUDGET_SECONDS:
+                # Well inside the lease: the rest waits for the next view, from this point on.
+                watermark = str(batch[-1]["sk"])
+                done.remaining = len(pending) - start - len(batch)
+                break
     finally:
         store.release(tenant_id, owner, watermark)
     done.ms = round((time.perf_counter() - started) * 1000, 2)
@@ -303,7 +314,7 @@ class _Agg:
 
 
 def _signals(s: InsightsSources, call: Authorized, window: Window, filters: Filters) -> list[dict[str, Any]]:
-    found = s.insights.signals(call.principal.tenant_id, window.since, window.until)
+    found = s.insights.signals(call.principal.tenant_id, window.since, window.until, view=True)
     return [sig for sig in found if visible(sig, call.policy) and filters.admits(sig)]
 
 
@@ -327,7 +338,7 @@ def gaps(
         if gap and filters.kind is not None and gap != filters.kind:
             continue
         if gap and not gid:
-            pending += 1  # not folded in yet (another refresh holds the lease)
+            pending += 1  # not folded in yet (another view holds the lease, or a backlog)
             continue
         if not gid:
             continue

@@ -10,6 +10,26 @@ from citegate.governance.signals import signal_pk
 from citegate.platform.dynamo import from_item, is_conditional_failure, query_all, to_item
 
 STATE_SK = "grouping"
+# What the gaps and summary views read of a signal (not its request id, route or TTL).
+VIEW_FIELDS = (
+    "sk",
+    "at",
+    "day",
+    "question",
+    "kbs",
+    "projects",
+    "versions",
+    "paths",
+    "outcome",
+    "reason",
+    "confidence",
+    "caller_kind",
+    "cited_paths",
+    "nearby_paths",
+    "feedback_record",
+    "gap",
+    "group_id",
+)
 
 
 def group_pk(tenant_id: str) -> str:
@@ -26,12 +46,25 @@ class InsightsStore:
 
     # - signals -
 
-    def signals(self, tenant_id: str, since: str, until: str) -> list[dict[str, Any]]:
-        """Signals whose time is within [since, until] (ISO 8601 UTC), oldest first."""
-        from boto3.dynamodb.conditions import Key
+    def signals(
+        self, tenant_id: str, since: str, until: str, *, pending_only: bool = False, view: bool = False
+    ) -> list[dict[str, Any]]:
+        """Signals whose time is within [since, until] (ISO 8601 UTC), oldest first: those not yet
+        grouped (`pending_only`), or with only what the views read (`view`)."""
+        from boto3.dynamodb.conditions import Attr, Key
 
-        condition = Key("pk").eq(signal_pk(tenant_id)) & Key("sk").between(since, until + "\uffff")
-        return query_all(self._table, KeyConditionExpression=condition, ScanIndexForward=True)
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key("pk").eq(signal_pk(tenant_id))
+            & Key("sk").between(since, until + "\uffff"),
+            "ScanIndexForward": True,
+        }
+        if pending_only:
+            kwargs["FilterExpression"] = Attr("grouped").not_exists()
+        if view:
+            names = {f"#{k}": k for k in VIEW_FIELDS}
+            kwargs["ProjectionExpression"] = ", ".join(names)
+            kwargs["ExpressionAttributeNames"] = names
+        return query_all(self._table, **kwargs)
 
     def mark_signal(self, tenant_id: str, sk: str, grouped: str, group_id: str | None) -> None:
         """Record what the grouping made of a signal: `grouped` is set on every signal it has seen
