@@ -356,7 +356,9 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
         by_label_groups: dict[str, Counter[str]] = defaultdict(Counter)
         for group in view["groups"]:
             for item in group["questions"]:
-                q = label_of[normalize_question(item["question"])]
+                q = label_of.get(normalize_question(item["question"]))
+                if q is None:  # a question of an earlier refresh timing (--reuse)
+                    continue
                 for _ in range(item["count"]):
                     pairs.append((group["groupId"], q))
                 by_label_groups[q.label][group["groupId"]] += item["count"]
