@@ -89,6 +89,8 @@ class Op:
     # Server-sent events: each `data:` line is one of these (the JSON `response` is then the reply
     # without streaming, if the route has one).
     stream: type[BaseModel] | None = None
+    # The answer may also be an export: text/csv or text/markdown (`format` or Accept).
+    exports: bool = False
 
 
 def ref(model: type[BaseModel]) -> dict[str, Any]:
@@ -413,12 +415,14 @@ OPERATIONS: dict[str, Op] = {
                 "Questions per group.",
             ),
         ),
+        exports=True,
     ),
     "insights_summary": Op(
         None,
         ANY_OBJECT,
         "Questions, answer and decline rates, confidence mix, top cited pages, per day (format=csv|md).",
         query=INSIGHTS_QUERY,
+        exports=True,
     ),
     "insights_gap_fix": Op(
         FixBody, ANY_OBJECT, "Mark a gap group fixed; its questions are asked again.", errors=(404,)
@@ -648,6 +652,9 @@ def build_openapi() -> dict[str, Any]:
                 else _rewrite(op.response, hand_names)
             )
             success["content"] = {"application/json": {"schema": schema}}
+        if op.exports:
+            for media in ("text/csv", "text/markdown"):
+                success.setdefault("content", {})[media] = {"schema": {"type": "string"}}
         if op.stream is not None:
             # Before OpenAPI 3.2 (`itemSchema`), a stream's `schema` describes one event: its
             # `data` is the event's JSON (contentSchema), as schemathesis checks it.

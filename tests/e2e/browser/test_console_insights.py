@@ -38,7 +38,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     _build_console()
     assert (DIST / "console.js").exists()
     server = Server(
-        tmp_path_factory.mktemp("insights") / "data", {"CITEGATE_ANONYMOUS_IP_RATE_LIMIT": "1000"}
+        tmp_path_factory.mktemp("insights") / "data",
+        # The product's embedder, whatever an earlier test of this process set in the environment.
+        {"CITEGATE_ANONYMOUS_IP_RATE_LIMIT": "1000", "CITEGATE_EMBEDDER": "use"},
     )
     server.start(timeout=180)
     try:
