@@ -177,6 +177,9 @@ RANK_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
         "term_entry": 1.0,
         "history": -1.0,
         "states_default": 1.0,
+        # A number the question names ("maxsize=0") is stated by the sentence that answers it; a
+        # sentence without it now ranks below, rather than being picked and then vetoed.
+        "number_missing_sentence": -0.25,
     }
 )
 
@@ -282,11 +285,14 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
 def _is_boundary(text: str, end: int, mark: str) -> bool:
     """Whether the Latin full stop ending at `end` ends a sentence (abbreviations, initials do not)."""
-    if mark[0] in "。！？；" or mark[0] in "!?" or len(mark.rstrip("\"'”’)]")) > 1:
+    if mark[0] in "。！？；":
         return True
     rest = text[end:].lstrip()
     if not rest:
         return True
+    if mark[0] in "!?" or len(mark.rstrip("\"'”’)]")) > 1:
+        # A quoted command word goes on inside its sentence ("squash! …" or "fixup! …").
+        return not (rest[0].islower() or rest[0] in "…,;")
     if rest[0].islower():  # "e.g. the", "approx. five": a sentence starts with a capital
         return False
     start = text.rfind(" ", 0, end - len(mark)) + 1
@@ -562,6 +568,7 @@ def _quotable(text: str) -> tuple[tuple[str, bool], ...]:
     citation names; heading lines are never part of it), without marker-like brackets, each with
     whether it may be quoted (`_is_fragment`). Fragments still count as neighbours' context."""
     units: list[tuple[str, bool]] = []
+    entry = _entry_section(text)
     # A fenced code block (a synopsis, an example) is context for the prose around it, never a quote:
     # it states no fact in a sentence, and a quote of it reads as code pasted into an answer.
     section = _MARKER_LIKE.sub("", own_section(text))
@@ -574,8 +581,61 @@ def _quotable(text: str) -> tuple[tuple[str, bool], ...]:
                 # "(Default: 1234)" after an option's description belongs to that sentence.
                 units[-1] = (f"{units[-1][0]} {sentence}", True)
                 continue
-            units.append((sentence, not code and not _is_fragment(sentence, not units)))
+            quotable = not code and not _is_fragment(sentence, not units)
+            if not quotable and entry and not code and not units and _is_entry_description(sentence):
+                # An option's or a function's description reads "Pattern to match test files
+                # (test*.py default)": no sentence end, yet the whole of the entry's text.
+                quotable = True
+            units.append((sentence, quotable))
     return tuple(units)
+
+
+# A heading that names an option, a signature or a dotted identifier: `-p, --pattern pattern`,
+# `discover(start_dir, pattern='test*.py')`, `http.lowSpeedLimit`, after the kind an API reference
+# writes first (`exception dataclasses.FrozenInstanceError`, `class queue.Queue(maxsize=0)`).
+_ENTRY_KIND = (
+    r"(?:(?:abstract|static|class|async|awaitable)\s+)*"
+    r"(?:class|exception|method|classmethod|attribute|property|data|coroutine|function|decorator)\s+"
+)
+_ENTRY_HEADING = re.compile(rf"^(?:{_ENTRY_KIND})?(?:-{{1,2}}\w|@?\S*\w\(|@?[\w-]+(?:\.[\w-]+)+(?:,|$|\s))")
+# An entry's label in an answer: a long signature is shown by its name.
+MAX_LABEL_CHARS: Final = 80
+
+
+@lru_cache(maxsize=4096)
+def _entry_heading(text: str) -> str:
+    """The heading of the passage's own section when it names an option or identifier, else ""."""
+    headings = chunk_headings(text)
+    middle = len(text) // 2
+    before = [h for h in headings if h.start <= middle]
+    heading = before[-1].text.strip() if before else ""
+    return heading if _ENTRY_HEADING.match(heading) else ""
+
+
+def _entry_section(text: str) -> bool:
+    """Whether the passage's own section sits under a heading that names an option or identifier."""
+    return bool(_entry_heading(text))
+
+
+def _labelled(sentence: str, heading: str) -> str:
+    """The first sentence of an entry, led by the entry it describes, unless it names that itself:
+    "Raised when ... frozen=True." says nothing of which exception without its heading."""
+    label = heading if len(heading) <= MAX_LABEL_CHARS else heading.split("(", 1)[0] + "(...)"
+    first_word = re.split(r"[\s(,]", _ENTRY_KIND_PREFIX.sub("", label), maxsplit=1)[0]
+    name = first_word.rsplit(".", 1)[-1].lstrip("-@")
+    if name and name.lower() in sentence.lower():
+        return sentence
+    return f"**{label}** {sentence}"
+
+
+_ENTRY_KIND_PREFIX = re.compile(rf"^{_ENTRY_KIND}")
+
+
+def _is_entry_description(sentence: str) -> bool:
+    """The first unit under an entry heading that can stand as its description: a capitalised
+    phrase of a few words, not a label ("Parameters:") and not a list of names."""
+    words = _LATIN_WORD.findall(sentence)
+    return len(words) >= MIN_SENTENCE_WORDS and sentence[:1].isupper() and not sentence.endswith(":")
 
 
 # A parenthesised aside standing alone after a sentence.
@@ -727,12 +787,36 @@ class _Sentence:
     lead_name: frozenset[str] = frozenset()
 
 
+_SMALL_NUMBERS: Final = ("zero", "one", "two", "three", "four", "five")
+_SMALL_NUMBERS_ON: Final = ("six", "seven", "eight", "nine", "ten")
+
+
+@lru_cache(maxsize=1)
+def _spelled_numbers() -> dict[str, str]:
+    """Digit -> the stem of its word: "maxsize=0" is stated by "less than or equal to zero"."""
+    words = _SMALL_NUMBERS + _SMALL_NUMBERS_ON
+    return dict(zip((str(n) for n in range(len(words))), _stems(words), strict=True))
+
+
+def _numbers_absent(numbers: frozenset[str], stems: frozenset[str]) -> bool:
+    """Whether a number of the question is stated neither in digits nor, below eleven, in words."""
+    spelled = _spelled_numbers()
+    return any(n not in stems and spelled.get(n) not in stems for n in numbers)
+
+
 def _negated_terms(tokens: Sequence[str], stems: Sequence[str]) -> frozenset[str]:
-    """Stems that follow a negation word within _NEGATION_SCOPE tokens (English only, see _NEGATIONS)."""
+    """Stems that follow a negation word within _NEGATION_SCOPE tokens (English only, see _NEGATIONS).
+    A "but not ..." clause denies only what the sentence did not assert before it: "it runs when the
+    loop ends, but not when the loop is broken" says something of the loop, not the opposite."""
     out: set[str] = set()
+    contrast: set[str] = set()  # what "but not ..." denies after the sentence has asserted it
     for i, token in enumerate(tokens):
         if token in _NEGATIONS:
-            out.update(stems[i + 1 : i + 1 + _NEGATION_SCOPE])
+            scope = range(i + 1, min(i + 1 + _NEGATION_SCOPE, len(stems)))
+            (contrast if i and tokens[i - 1] == "but" else out).update(stems[j] for j in scope)
+    if contrast:
+        asserted = set(stems[: tokens.index("but")]) if "but" in tokens else set()
+        out |= contrast - asserted
     return frozenset(out)
 
 
@@ -931,9 +1015,10 @@ _SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z]\b")
 
 
 def _entry_terms(question: str, specific: Sequence[SpecificTerm]) -> frozenset[str]:
-    """The options and identifiers a question names, as an entry would open with them."""
-    terms = {t.text.strip("`").lower() for t in specific if t.identifier}
-    terms.update(m.group().lower() for m in _SHORT_OPTION.finditer(question))
+    """The options and identifiers a question names, as an entry would open with them: in their
+    case, since `-O` is not `-o`, nor `round()` the verb that opens "Round away from zero."."""
+    terms = {t.text.strip("`") for t in specific if t.identifier}
+    terms.update(m.group() for m in _SHORT_OPTION.finditer(question))
     return frozenset(t.rstrip("()") for t in terms if t)
 
 
@@ -943,7 +1028,7 @@ def _opens_with(sentence: str, terms: frozenset[str]) -> bool:
     head = _ENTRY_HEAD.match(sentence)
     if head is None or not terms:
         return False
-    opened = {part.strip().strip("*`").rstrip("()").lower() for part in head.group(1).split(",")}
+    opened = {part.strip().strip("*`").rstrip("()") for part in head.group(1).split(",")}
     return not opened.isdisjoint(terms)
 
 
@@ -1209,7 +1294,7 @@ class ExtractiveAnswerer:
                     "salient": salient_share(own),
                     "salient_context": salient_share(context),
                     "salient_passage": salient_share(passage_stems),
-                    "number_missing": 1.0 if q.numbers - context else 0.0,
+                    "number_missing": 1.0 if _numbers_absent(q.numbers, context) else 0.0,
                     "name_missing": 1.0 if q.names - context else 0.0,
                     "proximity": _proximity(sentence.stems, wanted),
                     "bigram": self._bigram_share(q, sentence),
@@ -1226,7 +1311,7 @@ class ExtractiveAnswerer:
                     "antonym_mismatch": self._antonym_mismatch(q, sentence),
                     "negation_local": self._negation_local(q, own, negated_own),
                     "name_missing_sentence": len(q.names - own) / len(q.names) if q.names else 0.0,
-                    "number_missing_sentence": 1.0 if q.numbers - own else 0.0,
+                    "number_missing_sentence": 1.0 if _numbers_absent(q.numbers, own) else 0.0,
                     "cosine": 0.0,
                     "key_recall": key_recall(context),
                     "key_in_sentence": 1.0 if any(t in own for t in key) else 0.0,
@@ -1239,6 +1324,8 @@ class ExtractiveAnswerer:
                     "states_default": 1.0 if asks_default and _STATES_DEFAULT.search(text) else 0.0,
                     "pointer": 1.0 if _is_pointer(text) else 0.0,
                 }
+                if i == 0 and len(parts) == 1 and (heading := _entry_heading(ev.text)):
+                    parts = (_labelled(parts[0], heading),)
                 candidates.append(Candidate(ev, i, text, features, parts=parts))
 
         candidates = self._ranked(candidates)

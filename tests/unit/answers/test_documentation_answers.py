@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from citegate.answers.base import Evidence
-from citegate.answers.extractive import ExtractiveAnswerer
+from citegate.answers.extractive import ExtractiveAnswerer, split_sentences
 from citegate.answers.specific import specific_terms
 from citegate.knowledge.citations import own_section
 from citegate.knowledge.ingest.chunking import chunk_headings, starts_inside_fence
@@ -299,3 +299,125 @@ def test_what_a_command_is_for_is_answered_from_the_opening_of_its_page() -> Non
     )
     assert not draft.declined, draft.reason
     assert "TRUNCATE quickly removes all rows from a set of tables." in draft.answer
+
+
+def test_an_options_description_without_a_full_stop_is_quoted_from_under_its_heading() -> None:
+    """Sphinx writes a command-line option as a heading and its description as a phrase with no
+    sentence end; that phrase is the whole of the option's entry, so it may be quoted."""
+    # A child chunk as the chunker cuts it: the end of the option before, then the option's entry.
+    options = """Directory to start discovery (. default)
+
+### -p, --pattern pattern {#cmdoption-unittest-discover-p}
+
+Pattern to match test files (test*.py default)"""
+    draft = ExtractiveAnswerer().answer(
+        "Which file name pattern does unittest test discovery look for by default?",
+        evidence(("unittest — Unit testing framework", "-p, --pattern pattern", options)),
+    )
+    assert not draft.declined, draft.reason
+    assert "Pattern to match test files (test*.py default)" in draft.answer
+
+
+def test_a_quoted_command_word_with_an_exclamation_mark_does_not_end_the_sentence() -> None:
+    sentence = (
+        'When the commit log message begins with "squash! …" or "fixup! …", automatically modify the '
+        "todo list of rebase -i, so that the commit marked for squashing comes right after the commit "
+        "to be modified."
+    )
+    assert split_sentences(f"{sentence} Another sentence follows!  It does.") == [
+        sentence,
+        "Another sentence follows!",
+        "It does.",
+    ]
+
+
+def test_a_but_not_clause_does_not_deny_what_the_sentence_asserted_before_it() -> None:
+    """The negation veto guards against a sentence that says the opposite of the question; "it runs
+    when the loop ends, but not when the loop is broken" answers when the else clause runs."""
+    loops = """## 4.4. break and continue Statements, and else Clauses on Loops
+
+Loop statements may have an else clause; it is executed when the loop terminates through
+exhaustion of the iterable (with for) or when the condition becomes false (with while), but not
+when the loop is terminated by a break statement."""
+    draft = ExtractiveAnswerer().answer(
+        "When does the else clause of a for loop run?", evidence(("4. More Control Flow Tools", "", loops))
+    )
+    assert not draft.declined, draft.reason
+    assert "exhaustion of the iterable" in draft.answer
+
+
+def test_a_number_in_the_question_is_stated_by_its_word_in_the_sentence() -> None:
+    queue = """### class queue.Queue(maxsize=0)
+
+Constructor for a FIFO queue. maxsize is an integer that sets the upperbound limit on the number of
+items that can be placed in the queue. Insertion will block once this size has been reached, until
+queue items are consumed. If maxsize is less than or equal to zero, the queue size is infinite."""
+    draft = ExtractiveAnswerer().answer(
+        "What does maxsize=0 mean for a queue.Queue?",
+        evidence(("queue — A synchronized queue class", "class queue.Queue(maxsize=0)", queue)),
+    )
+    assert not draft.declined, draft.reason
+    assert "the queue size is infinite" in draft.answer
+
+
+def test_an_entrys_first_sentence_is_quoted_with_the_entry_it_describes() -> None:
+    """An API reference states which exception in its heading and what it is in the sentence under
+    it: "Raised when ..." alone answers "which exception" with no exception at all."""
+    frozen = """it is an error to specify more than one field whose type is KW_ONLY.
+
+### exception dataclasses.FrozenInstanceError {#dataclasses.FrozenInstanceError}
+
+Raised when an implicitly defined __setattr__() or __delattr__() is called on a dataclass which was
+defined with frozen=True. It is a subclass of AttributeError."""
+    draft = ExtractiveAnswerer().answer(
+        "Which exception do I get when I assign to a field of a frozen dataclass?",
+        evidence(("dataclasses — Data Classes", "exception dataclasses.FrozenInstanceError", frozen)),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith(
+        "**exception dataclasses.FrozenInstanceError** Raised when an implicitly defined __setattr__()"
+    )
+
+
+def test_an_entry_that_names_itself_in_its_first_sentence_is_quoted_as_it_is() -> None:
+    entry = """Some text of the entry before this one, cut off by the chunker here.
+
+### http.lowSpeedLimit, http.lowSpeedTime {#http-lowspeedlimit}
+
+If the HTTP transfer speed is less than http.lowSpeedLimit for longer than http.lowSpeedTime
+seconds, the transfer is aborted."""
+    draft = ExtractiveAnswerer().answer(
+        "What do http.lowSpeedLimit and http.lowSpeedTime do?",
+        evidence(("git-config(1)", "http.lowSpeedLimit, http.lowSpeedTime", entry)),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("If the HTTP transfer speed is less than")
+
+
+DECIMAL_PAGE = "decimal — Decimal fixed point and floating point arithmetic"
+
+
+def test_an_entry_opens_with_the_identifier_in_its_case_not_with_a_word_spelled_alike() -> None:
+    """`round()` is not the verb that opens decimal's "Round away from zero ..." entries."""
+    rounding = """### decimal.ROUND_05UP {#decimal.ROUND_05UP}
+
+Round away from zero if last digit after rounding towards zero would have been 0 or 5; otherwise
+round towards zero."""
+    half_even = """### decimal.ROUND_HALF_EVEN {#decimal.ROUND_HALF_EVEN}
+
+Round to nearest with ties going to nearest even integer."""
+    builtin = """### round(number, ndigits=None) {#round}
+
+For the built-in types supporting round(), values are rounded to the closest multiple of 10 to the
+power minus ndigits; if two multiples are equally close, rounding is done toward the even choice
+(so, for example, both round(0.5) and round(-0.5) are 0, and round(1.5) is 2)."""
+    draft = ExtractiveAnswerer().answer(
+        "How does round() break a tie such as round(0.5)?",
+        evidence(
+            (DECIMAL_PAGE, "decimal.ROUND_05UP", rounding),
+            ("Built-in Functions", "round(number, ndigits=None)", builtin),
+            (DECIMAL_PAGE, "decimal.ROUND_HALF_EVEN", half_even),
+        ),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("For the built-in types supporting round()")
