@@ -149,8 +149,10 @@ EMBEDDER_ROOTS: Mapping[str, tuple[str, ...]] = {
     # Deployments that want e5-quality vectors use "openai" with an embeddings endpoint.
     # An OpenAI-compatible or Bedrock-fronted endpoint: no model in Lambda.
     "openai": (),
+    # Amazon Bedrock (Titan Text Embeddings V2, Cohere Embed v3) through boto3, in the base layer.
+    "bedrock": (),
 }
-EMBEDDING_DIMENSIONS: Mapping[str, int] = {"use": 512}
+EMBEDDING_DIMENSIONS: Mapping[str, int] = {"use": 512, "bedrock": 1024}
 
 # What each layer must make importable (checked by the smoke test when the host can run it).
 SMOKE_IMPORTS: Mapping[str, tuple[str, ...]] = {
@@ -575,6 +577,14 @@ def layer_key(group: str, lines: Sequence[str], architecture: str) -> tuple[str,
     return key_source, f"{group}-{architecture}-{hashlib.sha256(key_source.encode()).hexdigest()[:16]}"
 
 
+def unplaced(exported: set[str], groups: Mapping[str, set[str]], graph: LockGraph, embedder: str) -> set[str]:
+    """Exported requirements in no layer group, except the other embedders' models, which a deploy
+    leaves out on purpose ("openai" and "bedrock" need none)."""
+    placed = set().union(*groups.values())
+    other_models = {n for kind, roots in EMBEDDER_ROOTS.items() if kind != embedder for n in roots}
+    return exported - placed - (graph.closure(other_models) - placed)
+
+
 def build_dependency_layers(
     build_root: Path,
     *,
@@ -593,9 +603,7 @@ def build_dependency_layers(
         for r in export_requirements(sorted(set(LAYER_EXTRAS.values())))
         if r.name not in UNUSED_PACKAGES
     ]
-    exported = {r.name for r in requirements}
-    placed = set().union(*groups.values())
-    missing = exported - placed
+    missing = unplaced({r.name for r in requirements}, groups, graph, embedder)
     if missing:
         raise BundlingError(f"exported requirements in no layer group: {sorted(missing)}")
 

@@ -36,7 +36,7 @@ from citegate.api import routes
 from citegate.platform import resources
 from constructs import Construct
 from infra import bundling
-from infra.constructs import acknowledge, acknowledge_wildcards
+from infra.constructs import acknowledge, acknowledge_wildcards, bedrock
 from infra.constructs.api import Api, camel
 from infra.constructs.data import Data
 from infra.constructs.endpoint_function import (
@@ -94,6 +94,11 @@ CONTEXT_FIELDS: frozenset[str] = frozenset(
         "llm_model",
         "llm_verify_citations",
         "llm_api_key_secret",
+        "llm_provider",
+        "bedrock_model_id",
+        "bedrock_embedding_model_id",
+        "bedrock_region",
+        "bedrock_profile_regions",
         "github_repository",
         "github_token_secret",
         "oidc_issuer",
@@ -201,6 +206,16 @@ class CitegateConfig:
     # Secrets by reference only (Secrets Manager name or ARN, created outside the stack).
     llm_api_key_secret: SecretRef | None = None
     embedding_api_key_secret: SecretRef | None = None
+    # "bedrock": the answering and chat model is bedrock_model_id on Amazon Bedrock, invoked with
+    # the functions' roles (no key, no secret); embedder "bedrock" embeds with
+    # bedrock_embedding_model_id. The region is the stack's unless bedrock_region is set;
+    # bedrock_profile_regions narrows a cross-region inference profile's regions
+    # (infra/constructs/bedrock.py).
+    llm_provider: str = "openai"
+    bedrock_model_id: str | None = None
+    bedrock_embedding_model_id: str | None = None
+    bedrock_region: str | None = None
+    bedrock_profile_regions: tuple[str, ...] = ()
     # Feedback sink: GitHub issues in "owner/repo", with a token secret.
     github_repository: str | None = None
     github_token_secret: SecretRef | None = None
@@ -278,6 +293,9 @@ class CitegateConfig:
         if embedder not in bundling.EMBEDDER_ROOTS:
             raise ValueError(f"citegate:embedder must be one of {sorted(bundling.EMBEDDER_ROOTS)}")
         dimension = ctx("embedding_dimension")
+        bedrock = bedrock_settings(ctx, embedder)
+        if embedder == "bedrock":
+            dimension = bedrock["embedding_dimension"]
         if embedder == "openai" and not (ctx("embedding_base_url") and ctx("embedding_model") and dimension):
             raise ValueError(
                 "citegate:embedder=openai needs citegate:embedding_base_url, citegate:embedding_model "
@@ -309,8 +327,13 @@ class CitegateConfig:
             embedding_base_url=ctx("embedding_base_url"),
             embedding_model=ctx("embedding_model"),
             embedding_dimension=int(dimension) if dimension else None,
-            llm_base_url=ctx("llm_base_url"),
-            llm_model=ctx("llm_model"),
+            llm_base_url=None if bedrock["llm_provider"] == "bedrock" else ctx("llm_base_url"),
+            llm_model=None if bedrock["llm_provider"] == "bedrock" else ctx("llm_model"),
+            llm_provider=bedrock["llm_provider"],
+            bedrock_model_id=bedrock["bedrock_model_id"],
+            bedrock_embedding_model_id=bedrock["bedrock_embedding_model_id"],
+            bedrock_region=bedrock["bedrock_region"],
+            bedrock_profile_regions=bedrock["bedrock_profile_regions"],
             llm_verify_citations=_bool(ctx("llm_verify_citations", False)),
             llm_api_key_secret=_secret(ctx("llm_api_key_secret")),
             embedding_api_key_secret=_secret(ctx("embedding_api_key_secret")),
@@ -348,6 +371,59 @@ class CitegateConfig:
                     + "\n  - ".join(problems)
                 )
         return config
+
+
+BEDROCK_TITAN_V2 = "amazon.titan-embed-text-v2:0"
+
+
+def bedrock_settings(ctx: Any, embedder: str) -> dict[str, Any]:
+    """The Bedrock settings from context, checked: a Bedrock model needs no key, so a key secret
+    beside it is a mistake (it would be granted and never used), and is refused."""
+    provider = str(ctx("llm_provider", "openai")).strip().lower()
+    if provider not in ("openai", "bedrock"):
+        raise ValueError(f"citegate:llm_provider must be openai or bedrock, not {provider!r}")
+    model = ctx("bedrock_model_id")
+    embedding_model = ctx("bedrock_embedding_model_id")
+    if provider == "bedrock":
+        if not model:
+            raise ValueError(
+                "citegate:llm_provider=bedrock needs citegate:bedrock_model_id (a model id such as "
+                "anthropic.claude-3-5-haiku-20241022-v1:0, or a cross-region inference profile id "
+                "such as us.anthropic.claude-3-5-haiku-20241022-v1:0)"
+            )
+        given = [n for n in ("llm_base_url", "llm_model", "llm_api_key_secret") if ctx(n)]
+        if given:
+            raise ValueError(
+                f"citegate:llm_provider=bedrock calls Bedrock with the functions' IAM roles: "
+                f"remove {', '.join('citegate:' + n for n in given)}"
+            )
+    elif model:
+        raise ValueError("citegate:bedrock_model_id is used only with citegate:llm_provider=bedrock")
+    dimension = ctx("embedding_dimension")
+    if embedder == "bedrock":
+        embedding_model = str(embedding_model or BEDROCK_TITAN_V2)
+        if ctx("embedding_api_key_secret") or ctx("embedding_base_url"):
+            raise ValueError(
+                "citegate:embedder=bedrock calls Bedrock with the functions' IAM roles: remove "
+                "citegate:embedding_base_url and citegate:embedding_api_key_secret"
+            )
+        titan = "titan-embed-text-v2" in embedding_model
+        dimension = int(dimension or 1024)
+        allowed = (256, 512, 1024) if titan else (1024,)
+        if dimension not in allowed:
+            raise ValueError(
+                f"citegate:embedding_dimension={dimension}: {embedding_model} makes vectors of {allowed}"
+            )
+    elif embedding_model:
+        raise ValueError("citegate:bedrock_embedding_model_id is used only with citegate:embedder=bedrock")
+    return {
+        "llm_provider": provider,
+        "bedrock_model_id": str(model) if model else None,
+        "bedrock_embedding_model_id": embedding_model,
+        "bedrock_region": ctx("bedrock_region"),
+        "bedrock_profile_regions": _list(ctx("bedrock_profile_regions")),
+        "embedding_dimension": dimension,
+    }
 
 
 # prod's reserved concurrency for each of ingest_parse and ingest_embed (ingestion.py says why).
@@ -470,6 +546,11 @@ class Functions:
                 env["CITEGATE_EMBEDDING_BASE_URL"] = str(self.config.embedding_base_url)
                 env["CITEGATE_EMBEDDING_MODEL"] = str(self.config.embedding_model)
                 env["CITEGATE_EMBEDDING_DIMENSION"] = str(self.config.embedding_dimension)
+            if self.config.embedder == "bedrock":
+                env["CITEGATE_BEDROCK_EMBEDDING_MODEL_ID"] = str(self.config.bedrock_embedding_model_id)
+                env["CITEGATE_EMBEDDING_DIMENSION"] = str(self.config.embedding_dimension)
+                if self.config.bedrock_region:
+                    env["CITEGATE_BEDROCK_REGION"] = self.config.bedrock_region
         if name == routes.AUTHORIZER_FUNCTION:
             for key, value in (
                 ("CITEGATE_OIDC_ISSUER", self.config.oidc_issuer),
@@ -482,6 +563,13 @@ class Functions:
         if "answering" in spec.layers and self.config.llm_base_url and self.config.llm_model:
             env["CITEGATE_LLM_BASE_URL"] = self.config.llm_base_url
             env["CITEGATE_LLM_MODEL"] = self.config.llm_model
+            if self.config.llm_verify_citations:
+                env["CITEGATE_LLM_VERIFY_CITATIONS"] = "true"
+        if "answering" in spec.layers and self.config.llm_provider == "bedrock":
+            env["CITEGATE_LLM_PROVIDER"] = "bedrock"
+            env["CITEGATE_BEDROCK_MODEL_ID"] = str(self.config.bedrock_model_id)
+            if self.config.bedrock_region:
+                env["CITEGATE_BEDROCK_REGION"] = self.config.bedrock_region
             if self.config.llm_verify_citations:
                 env["CITEGATE_LLM_VERIFY_CITATIONS"] = "true"
         if "write" in spec.tables.get("feedback", frozenset()) and self.config.github_repository:
@@ -541,6 +629,7 @@ class Functions:
         )
         for secret in secrets.values():
             grant_secret_value(function, secret.policy_resource(function))
+        _grant_bedrock(self.config, function, spec)
         function.grant_resources(
             tables=state.tables,
             bucket=state.bucket,
@@ -551,6 +640,22 @@ class Functions:
             self.search.grant(function, spec.search)
         self.created[name] = function
         return function
+
+
+def _grant_bedrock(config: CitegateConfig, function: EndpointFunction, spec: FunctionSpec) -> None:
+    """Bedrock models by IAM: the answering model for the functions that answer (Converse and
+    ConverseStream), the embedding model for those that embed (InvokeModel only)."""
+    region = config.bedrock_region or Stack.of(function).region
+    regions = config.bedrock_profile_regions
+    if "answering" in spec.layers and config.llm_provider == "bedrock" and config.bedrock_model_id:
+        bedrock.grant_invoke(
+            function, config.bedrock_model_id, region=region, profile_regions=regions, stream=True
+        )
+    embeds = spec.search != "none" or "embedder" in spec.layers
+    if embeds and config.embedder == "bedrock" and config.bedrock_embedding_model_id:
+        bedrock.grant_invoke(
+            function, config.bedrock_embedding_model_id, region=region, profile_regions=regions, stream=False
+        )
 
 
 def grant_secret_value(function: EndpointFunction, secret_arn: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -37,3 +38,17 @@ def moto_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
     finally:
         mock.stop(remove_data=False)
+
+
+@pytest.fixture
+def bedrock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The loopback Bedrock runtime (tests/fakes/bedrock_server.py), with its test credentials in the
+    environment, where botocore's default chain finds them (as it finds a function's role's)."""
+    from tests.fakes.bedrock_server import ACCESS_KEY, SECRET_KEY, FakeBedrock
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with FakeBedrock() as server:
+        yield server

@@ -194,6 +194,9 @@ class Services:
             openai_api_key=secret_value(s.embedding_api_key, s.embedding_api_key_secret_arn),
             openai_model=s.embedding_model,
             dimension=s.embedding_dimension,
+            bedrock_model=s.bedrock_embedding_model_id,
+            bedrock_region=s.bedrock_region or s.region,
+            bedrock_endpoint_url=s.bedrock_endpoint_url,
         )
         return CachedEmbedder(inner, DynamoEmbeddingCache(self.table(resources.EMBEDDINGS)))
 
@@ -230,6 +233,18 @@ class Services:
     @cached_property
     def answerer(self) -> Answerer:
         s = self.settings
+        if s.llm_provider == "bedrock":
+            from citegate.answers.bedrock_converse import BedrockConverseAnswerer
+
+            if not s.bedrock_model_id:
+                raise ValueError("CITEGATE_LLM_PROVIDER=bedrock needs CITEGATE_BEDROCK_MODEL_ID")
+            return BedrockConverseAnswerer(
+                model_id=s.bedrock_model_id,
+                region=s.bedrock_region or s.region,
+                endpoint_url=s.bedrock_endpoint_url,
+                timeout=s.llm_timeout_seconds,
+                verify_citations=s.llm_verify_citations,
+            )
         if s.llm_base_url and s.llm_model:
             from citegate.answers.openai_chat import OpenAIChatAnswerer
             from citegate.platform.secrets import secret_value

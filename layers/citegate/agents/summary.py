@@ -115,9 +115,11 @@ def _extractive() -> Answerer:
 
 def offline_answerer(s: HasAnswerer) -> Answerer:
     """The offline answerer: the service's own when it is offline, the extractive one otherwise."""
+    from citegate.answers.bedrock_converse import BedrockConverseAnswerer
     from citegate.answers.openai_chat import OpenAIChatAnswerer
 
-    return _extractive() if isinstance(s.answerer, OpenAIChatAnswerer) else s.answerer
+    model = isinstance(s.answerer, OpenAIChatAnswerer | BedrockConverseAnswerer)
+    return _extractive() if model else s.answerer
 
 
 def summarize_offline(s: Asking, question: str, documents: Sequence[Found]) -> Summary:

@@ -115,8 +115,9 @@ class Settings(BaseModel):
     # this same process and concurrent ones only take turns for the GIL (measured slower).
     ingest_io_concurrency: int | None = Field(None, ge=1, le=32, alias="CITEGATE_INGEST_IO_CONCURRENCY")
 
-    # Embedding: "use" (offline default), "e5" (offline, better, slower), "openai" (endpoint).
-    embedder: Literal["use", "e5", "openai", "hashing"] = Field("use", alias="CITEGATE_EMBEDDER")
+    # Embedding: "use" (offline default), "e5" (offline, better, slower), "openai" (endpoint),
+    # "bedrock" (Amazon Bedrock by IAM role: bedrock_embedding_model_id below).
+    embedder: Literal["use", "e5", "openai", "bedrock", "hashing"] = Field("use", alias="CITEGATE_EMBEDDER")
     embedder_threads: int = Field(2, alias="CITEGATE_EMBEDDER_THREADS")
     embedding_base_url: str | None = Field(None, alias="CITEGATE_EMBEDDING_BASE_URL")
     embedding_api_key: SecretStr | None = Field(None, alias="CITEGATE_EMBEDDING_API_KEY")
@@ -148,6 +149,16 @@ class Settings(BaseModel):
     # A second model call judges whether each cited passage supports its sentence; unsupported
     # citations (and sentences left without one) are taken off. Off: it doubles the model calls.
     llm_verify_citations: bool = Field(False, alias="CITEGATE_LLM_VERIFY_CITATIONS")
+    # Amazon Bedrock, called with the function's IAM role (no key, no secret): the answering and
+    # chat model when llm_provider is "bedrock", the embedder when embedder is "bedrock". The
+    # region defaults to AWS_REGION; the endpoint URL is for VPC endpoints and tests.
+    llm_provider: Literal["openai", "bedrock"] = Field("openai", alias="CITEGATE_LLM_PROVIDER")
+    bedrock_model_id: str | None = Field(None, alias="CITEGATE_BEDROCK_MODEL_ID")
+    bedrock_embedding_model_id: str = Field(
+        "amazon.titan-embed-text-v2:0", alias="CITEGATE_BEDROCK_EMBEDDING_MODEL_ID"
+    )
+    bedrock_region: str | None = Field(None, alias="CITEGATE_BEDROCK_REGION")
+    bedrock_endpoint_url: str | None = Field(None, alias="CITEGATE_BEDROCK_ENDPOINT_URL")
 
     # Agents (spec 003's /api/v2/query, spec 001's chats). Chat models a caller may pick by id:
     # a JSON list of {"id", "model", "base_url", "api_key_secret_arn"?, "label"?, "tools"?}; the

