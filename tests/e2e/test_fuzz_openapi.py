@@ -100,6 +100,7 @@ def _seed_resources(client: Any) -> tuple[dict[str, str], dict[str, str]]:
         "credential_id": issued["credential_id"],
         "principal_key": "agent:fuzz-agent",
         "record_id": "none",
+        "group_id": "none",
     }
     return known, {"X-Session-Token": session["sessionToken"]}
 

@@ -265,8 +265,24 @@ def answer_question(
         result_count=len(outcome.retrieval.hits),
         retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
         cited=sorted(cited),
+        **question_outcome(outcome, confidence),
     )
     return Asked(result, outcome)
+
+
+def question_outcome(outcome: AskOutcome, confidence: str) -> dict[str, Any]:
+    """What the audit record keeps of a question's outcome (and its insights signal is made of):
+    answered or declined and why, the confidence, the pages cited (a page's path, else its source
+    name) and the best pages found."""
+    cited_paths = [] if outcome.no_answer else [c.path or c.source_name for c in outcome.citations]
+    nearby = list(dict.fromkeys(h.chunk.path or h.chunk.source_name for h in outcome.retrieval.hits))
+    return {
+        "outcome": "declined" if outcome.no_answer else "answered",
+        "no_answer_code": outcome.no_answer_code if outcome.no_answer else None,
+        "confidence": confidence,
+        "cited_paths": list(dict.fromkeys(cited_paths)),
+        "nearby_paths": nearby[:5],
+    }
 
 
 def _ask(

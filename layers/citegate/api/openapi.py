@@ -56,6 +56,7 @@ from citegate.api import routes
 from citegate.api.openai_compat import ChatCompletionChunk, ChatCompletionRequest
 from citegate.governance.policy.model import Policy, PolicyUpdate
 from citegate.governance.schemas import CredentialRequest
+from citegate.insights.schemas import FixBody, TaskBody
 from citegate.knowledge.schemas.documents import DocumentRecord, IngestRequest, Task, UploadRequest
 from citegate.knowledge.schemas.kb import CreateKbRequest, KnowledgeBase, UpdateKbRequest
 from citegate.knowledge.schemas.retrieval import (
@@ -89,6 +90,8 @@ class Op:
     # Server-sent events: each `data:` line is one of these (the JSON `response` is then the reply
     # without streaming, if the route has one).
     stream: type[BaseModel] | None = None
+    # The answer may also be an export: text/csv or text/markdown (`format` or Accept).
+    exports: bool = False
 
 
 def ref(model: type[BaseModel]) -> dict[str, Any]:
@@ -123,6 +126,14 @@ CREDENTIAL = obj(
     description=STR,
     created_at=STR,
     revoked_at=STR,
+)
+GAP_KIND: dict[str, Any] = {"type": "string", "enum": ["declined", "low_confidence", "not_helpful"]}
+INSIGHTS_QUERY: tuple[tuple[str, Any, str], ...] = (
+    ("kb", STR, "Only questions asked of this knowledge base (granted to the caller)."),
+    ("since", STR, "A date (YYYY-MM-DD) or an ISO 8601 time; default: the last 30 days."),
+    ("until", STR, "A date (the whole day) or an ISO 8601 time; default: now."),
+    ("caller", {"type": "string", "enum": ["human", "agent"]}, "Only this caller kind."),
+    ("format", {"type": "string", "enum": ["json", "csv", "md"]}, "json (default), csv or md."),
 )
 TURN_RESULT = {"allOf": [ref(AnswerResult), obj(sessionId=STR, turn=INT, earlierCitations=array(ANY_OBJECT))]}
 
@@ -406,6 +417,47 @@ OPERATIONS: dict[str, Op] = {
         None, obj(agent_id=STR, credentials=array(CREDENTIAL)), "List an agent's credentials."
     ),
     "admin_credential_revoke": Op(None, CREDENTIAL, "Revoke an agent credential."),
+    "insights_gaps": Op(
+        None,
+        obj(
+            window=ANY_OBJECT,
+            filters=ANY_OBJECT,
+            groups=array(ANY_OBJECT),
+            totalGroups=INT,
+            gapQuestions=INT,
+            ungrouped=INT,
+            refresh=ANY_OBJECT,
+        ),
+        "Questions the documents do not answer, grouped by meaning and ranked by count "
+        "(format=csv|md, or Accept: text/csv|text/markdown, exports them).",
+        query=(
+            *INSIGHTS_QUERY,
+            ("kind", GAP_KIND, "Only this gap kind."),
+            LIMIT,
+            (
+                "questions",
+                {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10},
+                "Questions per group.",
+            ),
+        ),
+        exports=True,
+    ),
+    "insights_summary": Op(
+        None,
+        ANY_OBJECT,
+        "Questions, answer and decline rates, confidence mix, top cited pages, per day (format=csv|md).",
+        query=INSIGHTS_QUERY,
+        exports=True,
+    ),
+    "insights_gap_fix": Op(
+        FixBody, ANY_OBJECT, "Mark a gap group fixed; its questions are asked again.", errors=(404,)
+    ),
+    "insights_gap_task": Op(
+        TaskBody,
+        ReportResult,
+        "Open (or count on) the improvement task of a gap group (deduplicated).",
+        errors=(404, 409),
+    ),
     "admin_audit_list": Op(
         None,
         obj(records=array(ANY_OBJECT)),
@@ -501,6 +553,7 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
 
 def tag_of(path: str) -> str:
     for prefix, tag in (
+        ("/v1/insights/", "insights"),
         ("/v1/", "v1"),
         ("/api/v1/knowledge/", "knowledge"),
         ("/api/v1/web/", "web"),
@@ -644,6 +697,9 @@ def build_openapi() -> dict[str, Any]:
                 else _rewrite(op.response, hand_names)
             )
             success["content"] = {"application/json": {"schema": schema}}
+        if op.exports:
+            for media in ("text/csv", "text/markdown"):
+                success.setdefault("content", {})[media] = {"schema": {"type": "string"}}
         if op.stream is not None:
             # Before OpenAPI 3.2 (`itemSchema`), a stream's `schema` describes one event: its
             # `data` is the event's JSON (contentSchema), as schemathesis checks it.

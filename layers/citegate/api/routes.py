@@ -141,6 +141,18 @@ ROUTES: tuple[Route, ...] = (
         scoped=True,
         family="answer",
     ),
+    # What the documentation is missing (citegate.insights): gap groups, the answer summary,
+    # a group's "fixed" mark (re-asks its questions) and its improvement task (deduplicated).
+    Route("GET", "/v1/insights/gaps", "insights_gaps", "insights"),
+    Route("GET", "/v1/insights/summary", "insights_summary", "insights"),
+    Route("POST", "/v1/insights/gaps/{group_id}/fix", "insights_gap_fix", "insights", write="insights"),
+    Route(
+        "POST",
+        "/v1/insights/gaps/{group_id}/improvement_task",
+        "insights_gap_task",
+        "insights",
+        write="improvement_task",
+    ),
     Route("GET", "/admin/feedback", "admin_feedback_list", "admin"),
     Route("POST", "/admin/feedback/{record_id}/close", "admin_feedback_close", "admin", write="admin"),
     # Spec 003: the dual-agent query, streamed as server-sent events.

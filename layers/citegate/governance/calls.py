@@ -60,6 +60,14 @@ class CallRecord:
     user_id: str | None = None
     session_id: str | None = None
     pending_written: bool = False
+    # A question's outcome (answer routes) or the report a feedback call counted (AuditRecord's).
+    outcome: str | None = None
+    no_answer_code: str | None = None
+    confidence: str | None = None
+    cited_paths: list[str] = field(default_factory=list)
+    nearby_paths: list[str] = field(default_factory=list)
+    answer_request_id: str | None = None
+    feedback_record: str | None = None
 
     def note(self, **fields: Any) -> None:
         for key, value in fields.items():
@@ -92,6 +100,13 @@ class CallRecord:
             retrieved_chunk_ids=self.retrieved,
             cited_chunk_ids=self.cited,
             latency_ms=round((time.perf_counter() - self.started) * 1000, 2),
+            outcome=self.outcome,
+            no_answer_code=self.no_answer_code,
+            confidence=self.confidence,
+            cited_paths=self.cited_paths,
+            nearby_paths=self.nearby_paths,
+            answer_request_id=self.answer_request_id,
+            feedback_record=self.feedback_record,
         )
 
 

@@ -85,6 +85,10 @@ CHATS = TableShape(
     indexes=(IndexShape("by_updated", "owner_key", "updated_sk"),),
 )
 
+# Insights (citegate.insights): question signals derived from audit records (`{tenant}#signal`, by
+# time, with the audit's TTL), gap groups (`{tenant}#group`) and the grouping's state (`{tenant}#state`).
+INSIGHTS = TableShape("insights", "pk", "sk", ttl_attribute="expires_at")
+
 TABLES: tuple[TableShape, ...] = (
     KBS,
     DOCUMENTS,
@@ -100,6 +104,7 @@ TABLES: tuple[TableShape, ...] = (
     FEEDBACK,
     WEB_CACHE,
     CHATS,
+    INSIGHTS,
 )
 # Audit records' retention unless CITEGATE_AUDIT_RETENTION_DAYS says otherwise (Settings.audit_ttl_days).
 AUDIT_TTL_DAYS = 400

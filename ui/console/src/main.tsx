@@ -9,6 +9,7 @@ import { KnowledgeBaseDetail } from "./views/documents";
 import { ChunkViewer } from "./views/chunks";
 import { Playground } from "./views/playground";
 import { Feedback } from "./views/feedback";
+import { Insights } from "./views/insights";
 import { Audit } from "./views/audit";
 import { Policies } from "./views/policies";
 import { Credentials } from "./views/credentials";
@@ -17,6 +18,7 @@ const SCREENS = [
   { hash: "#/kbs", label: "Knowledge bases" },
   { hash: "#/playground", label: "Playground" },
   { hash: "#/feedback", label: "Feedback" },
+  { hash: "#/insights", label: "Insights" },
   { hash: "#/audit", label: "Audit log" },
   { hash: "#/policies", label: "Policies" },
   { hash: "#/credentials", label: "Agent credentials" },
@@ -43,6 +45,8 @@ function Screen({ hash, api }: { hash: string; api: Api }) {
       return <Playground api={api} initialKb={new URLSearchParams(query).get("kb") ?? ""} />;
     case "feedback":
       return <Feedback api={api} />;
+    case "insights":
+      return <Insights api={api} />;
     case "audit":
       return <Audit api={api} />;
     case "policies":

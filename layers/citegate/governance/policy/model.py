@@ -14,7 +14,8 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, Field, model_validator
 
-WriteAction = Literal["ingest", "kb_admin", "feedback", "improvement_task", "admin"]
+# "insights": marking a gap group fixed (citegate.insights; the tool `insights` reads the gaps).
+WriteAction = Literal["ingest", "kb_admin", "feedback", "improvement_task", "insights", "admin"]
 ANY = "*"
 
 
@@ -38,7 +39,9 @@ class Policy(BaseModel):
     principal_key: str  # "agent:<id>", "human:<id>", "human:*", "anonymous", "service:<id>"
     tenant_id: str
     description: str = ""
-    tools: list[str] = Field(default_factory=list)  # tool and route names; "*" for all
+    # Tool and route names (citegate.api.routes; "*" for all): e.g. "insights" reads the gap groups
+    # and the answer summary of the knowledge bases granted here (docs/insights.md).
+    tools: list[str] = Field(default_factory=list)
     knowledge_bases: list[str] = Field(default_factory=list)  # kb ids; "*" for all in the tenant
     files: dict[str, list[str]] | None = None  # kb_id -> source names (spec 002 file-level grants)
     scope: ScopeGrant = Field(default_factory=ScopeGrant)
