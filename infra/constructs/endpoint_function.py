@@ -251,6 +251,19 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         search="read",
         layers=("embedder", "answering"),
     ),
+    # OpenAI's Chat Completions protocol on the Answer API's engine (citegate.api.openai_compat).
+    "openai_models": governed(
+        "GET /v1/models: the knowledge bases the caller may ask, as OpenAI-compatible models",
+        group="answers",
+    ),
+    "openai_chat_completions": governed(
+        "POST /v1/chat/completions: a conversation's last question, answered with citations (JSON or SSE)",
+        memory_mb=2048,
+        tables=_tables(parents="read"),
+        search="read",
+        layers=("embedder", "answering"),
+        group="answers",
+    ),
     "answer_session_create": governed(
         "POST /answer/sessions: a session bound to its owner (and an optional first turn)",
         memory_mb=2048,

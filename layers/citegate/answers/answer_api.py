@@ -200,12 +200,16 @@ def answer_question(
     top_k: int = 8,
     retrieval_query: str | None = None,
     require_citations: bool = True,
+    kb_ids: frozenset[str] | None = None,
 ) -> Asked:
+    """`kb_ids`: the knowledge bases to read, already granted to the caller (a route that names
+    one); by default every knowledge base the caller may read in its scope."""
     record = current_call()
     if not call.policy.knowledge_bases:
         raise DatasetNotAllowed("no knowledge base is granted to the caller")
-    kbs = readable_kbs(s, call, include_working=call.scope.include_working_docs)
-    kb_ids = frozenset(kb.kb_id for kb in kbs)
+    if kb_ids is None:
+        kbs = readable_kbs(s, call, include_working=call.scope.include_working_docs)
+        kb_ids = frozenset(kb.kb_id for kb in kbs)
     record.note(knowledge_bases=sorted(kb_ids), query=question)
     diagnostics: dict[str, Any] = {}
     if not require_citations:

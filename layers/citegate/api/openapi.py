@@ -53,6 +53,7 @@ from citegate.answers.schemas.feedback import (
     ReportResult,
 )
 from citegate.api import routes
+from citegate.api.openai_compat import ChatCompletionChunk, ChatCompletionRequest
 from citegate.governance.policy.model import Policy, PolicyUpdate
 from citegate.governance.schemas import CredentialRequest
 from citegate.insights.schemas import FixBody, TaskBody
@@ -363,6 +364,30 @@ OPERATIONS: dict[str, Op] = {
         MessageBody, MessageReply, "Send a message: JSON, or SSE with stream=true.", stream=ChatEvent
     ),
     "agent_models_list": Op(None, ChatModelList, "The chat models the caller may pick."),
+    "openai_models": Op(
+        None,
+        obj(object={"type": "string", "const": "list"}, data=array(ANY_OBJECT)),
+        "OpenAI-compatible: the knowledge bases the caller may ask, as models "
+        "('citegate', 'citegate/<kb_id>').",
+    ),
+    "openai_chat_completions": Op(
+        ChatCompletionRequest,
+        obj(
+            id=STR,
+            object={"type": "string", "const": "chat.completion"},
+            created=INT,
+            model=STR,
+            system_fingerprint={"type": ["string", "null"]},
+            choices=array(ANY_OBJECT),
+            usage=ANY_OBJECT,
+            citations=array(ANY_OBJECT),
+            citegate=ANY_OBJECT,
+        ),
+        "OpenAI-compatible chat completion: the last user message answered with [n] markers, "
+        "url_citation annotations and resolve_refs's citations; `stream: true` streams chunks.",
+        errors=(404,),
+        stream=ChatCompletionChunk,
+    ),
     "mcp": Op(
         None,
         obj(False, jsonrpc={"type": "string", "const": "2.0"}, id={}, result=ANY_OBJECT, error=ANY_OBJECT),
@@ -487,6 +512,26 @@ ERROR_SCHEMA: dict[str, Any] = {
     "required": ["details", "error", "message", "requestId"],
 }
 
+# The OpenAI-compatible routes' errors (x-error-family "openai"): OpenAI's error object.
+OPENAI_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "OpenAIError",
+    "description": "Every 4xx/5xx body of the OpenAI-compatible routes, in OpenAI's shape.",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": "string"},
+            },
+            "required": ["code", "message", "param", "type"],
+        }
+    },
+    "required": ["error"],
+}
+
 ERROR_DESCRIPTIONS: dict[int, str] = {
     400: "The request is invalid.",
     401: "No valid credentials.",
@@ -534,7 +579,7 @@ def error_codes() -> dict[str, list[str]]:
             if sub.__module__ == errors.__name__ and sub not in kinds:
                 kinds.append(sub)
                 pending.append(sub)
-    families: tuple[errors.Family, ...] = ("v1", "answer", "chat")
+    families: tuple[errors.Family, ...] = ("v1", "answer", "chat", "openai")
     return {f: sorted({errors.error_code(k("x"), f) for k in kinds}) for f in families}
 
 
@@ -692,17 +737,18 @@ def build_openapi() -> dict[str, Any]:
             statuses.add(404)
         if route.auth == "none" and route.function == "healthz":
             statuses = {503}
+        prefix = "OpenAIError" if family == "openai" else "Error"
         for status in sorted(statuses):
-            responses[str(status)] = {"$ref": f"#/components/responses/Error{status}"}
+            responses[str(status)] = {"$ref": f"#/components/responses/{prefix}{status}"}
         operation["responses"] = responses
         paths.setdefault(route.path, {})[route.method.lower()] = operation
 
     used_errors = sorted(
         {
-            int(code)
+            (str(response["$ref"]).rsplit("/", 1)[-1].rstrip("0123456789"), int(code))
             for item in paths.values()
             for op_ in item.values()
-            for code in op_["responses"]
+            for code, response in op_["responses"].items()
             if code[0] in "45"
         }
     )
@@ -723,13 +769,13 @@ def build_openapi() -> dict[str, Any]:
         "tags": [{"name": t} for t in sorted({tag_of(r.path) for r in routes.ROUTES})],
         "paths": paths,
         "components": {
-            "schemas": {**components, "Error": error_schema},
+            "schemas": {**components, "Error": error_schema, "OpenAIError": OPENAI_ERROR_SCHEMA},
             "responses": {
-                f"Error{status}": {
+                f"{name}{status}": {
                     "description": ERROR_DESCRIPTIONS[status],
-                    "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}},
+                    "content": {"application/json": {"schema": {"$ref": REF.format(model=name)}}},
                 }
-                for status in used_errors
+                for name, status in used_errors
             },
             "securitySchemes": SECURITY_SCHEMES,
         },
