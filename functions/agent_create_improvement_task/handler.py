@@ -12,7 +12,7 @@ app = make_resolver("answer")
 
 @app.post("/agent/tools/create_improvement_task")
 def create_improvement_task():  # type: ignore[no-untyped-def]
-    from citegate.answers.feedback import feedback_service
+    from citegate.answers.feedback import feedback_service, note_report
     from citegate.answers.schemas.feedback import ImprovementTaskBody
     from citegate.governance.calls import current_call
 
@@ -26,6 +26,8 @@ def create_improvement_task():  # type: ignore[no-untyped-def]
         request_id(app),
         remaining_ms=app.lambda_context.get_remaining_time_in_millis(),
     )
+    if not replayed:
+        note_report(services(), call, body, "improvement_task", result)
     headers = {"Idempotency-Replayed": "true"} if replayed else None
     return json_response(200, result.model_dump(mode="json"), headers=headers)
 

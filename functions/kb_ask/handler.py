@@ -8,6 +8,7 @@ app = make_resolver()
 
 @app.post("/v1/kb/<kb_id>/ask")
 def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
+    from citegate.answers.answer_api import question_outcome
     from citegate.answers.ask import ask
     from citegate.governance.calls import charge_tokens, current_call, estimate_tokens
     from citegate.knowledge.schemas.retrieval import AskRequest
@@ -28,6 +29,7 @@ def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
         result_count=len(outcome.retrieval.hits),
         retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
         cited=outcome.used_refs,
+        **question_outcome(outcome, "low" if outcome.no_answer else outcome.confidence.level),
     )
     context = "".join(e.context or e.text for e in outcome.evidence)
     charge_tokens(s, call.principal, estimate_tokens(request.question, context, outcome.answer))

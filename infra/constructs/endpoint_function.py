@@ -243,7 +243,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
     "kb_ask": governed(
         "POST /v1/kb/{kb_id}/ask: retrieve, parents as context, evidence-bound answer",
         memory_mb=2048,
-        tables=_tables(parents="read"),
+        tables=_tables(parents="read", insights="put"),
         search="read",
         layers=("embedder", "answering"),  # the offline extractive answerer needs tantivy, jieba
     ),
@@ -259,28 +259,41 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
     "answer_ask": governed(
         "POST /answer/ask: questions over every readable knowledge base, AnswerResult",
         memory_mb=2048,
-        tables=_tables(parents="read"),
+        tables=_tables(parents="read", insights="put"),
         search="read",
         layers=("embedder", "answering"),
     ),
     "agent_ask": governed(
         "POST /agent/tools/ask: the same engine as /answer/ask",
         memory_mb=2048,
+        tables=_tables(parents="read", insights="put"),
+        search="read",
+        layers=("embedder", "answering"),
+    ),
+    # OpenAI's Chat Completions protocol on the Answer API's engine (citegate.api.openai_compat).
+    "openai_models": governed(
+        "GET /v1/models: the knowledge bases the caller may ask, as OpenAI-compatible models",
+        group="answers",
+    ),
+    "openai_chat_completions": governed(
+        "POST /v1/chat/completions: a conversation's last question, answered with citations (JSON or SSE)",
+        memory_mb=2048,
         tables=_tables(parents="read"),
         search="read",
         layers=("embedder", "answering"),
+        group="answers",
     ),
     "answer_session_create": governed(
         "POST /answer/sessions: a session bound to its owner (and an optional first turn)",
         memory_mb=2048,
-        tables=_tables(parents="read", sessions="write"),
+        tables=_tables(parents="read", sessions="write", insights="put"),
         search="read",
         layers=("embedder", "answering"),
     ),
     "answer_session_turn": governed(
         "POST /answer/sessions/{sessionId}/turns: token, owner, scope and expiry checked per turn",
         memory_mb=2048,
-        tables=_tables(parents="read", sessions="write"),
+        tables=_tables(parents="read", sessions="write", insights="put"),
         search="read",
         layers=("embedder", "answering"),
     ),
@@ -302,11 +315,32 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
     ),
     "agent_create_feedback": governed(
         "POST /agent/tools/create_feedback: idempotent (Powertools) and deduplicated by dedupeKey",
-        tables=_tables(feedback="write", idempotency="write"),
+        tables=_tables(feedback="write", idempotency="write", insights="put"),
     ),
     "agent_create_improvement_task": governed(
         "POST /agent/tools/create_improvement_task: idempotent and deduplicated",
-        tables=_tables(feedback="write", idempotency="write"),
+        tables=_tables(feedback="write", idempotency="write", insights="put"),
+    ),
+    # Insights: the views fold new signals into the groups (embedding each new question once) and
+    # read signals; the fix mark re-asks a group's questions (retrieval and the answerer); the task
+    # goes through the feedback records. Answer routes above put signals (their audit's twin).
+    "insights_gaps": governed(
+        "GET /v1/insights/gaps: folds new signals into gap groups, then lists the groups",
+        memory_mb=2048,
+        tables=_tables(insights="write"),
+        layers=("embedder",),
+    ),
+    "insights_summary": governed("GET /v1/insights/summary", tables=_tables(insights="read")),
+    "insights_gap_fix": governed(
+        "POST /v1/insights/gaps/{group_id}/fix: marks a group fixed and re-asks its questions",
+        memory_mb=2048,
+        tables=_tables(insights="write", parents="read"),
+        search="read",
+        layers=("embedder", "answering"),
+    ),
+    "insights_gap_task": governed(
+        "POST /v1/insights/gaps/{group_id}/improvement_task: deduplicated improvement task",
+        tables=_tables(insights="write", feedback="write", idempotency="write"),
     ),
     "admin_feedback_list": governed("GET /admin/feedback", tables=_tables(feedback="read")),
     "admin_feedback_close": governed(

@@ -1,8 +1,9 @@
 """The streaming entries: a second function per streaming route with function URLs that stream.
 
 API Gateway's HTTP API cannot stream and gives up after 30 s, so each function whose routes are
-`streaming` in citegate.api.routes (`/api/v2/query`, `/api/v1/agent/chats/{chat_id}/messages`) gets a
-twin here, from the same folder, grants and layers, that Lambda runs under the Lambda Web Adapter
+`streaming` in citegate.api.routes (`/api/v2/query`, `/api/v1/agent/chats/{chat_id}/messages`,
+`/v1/chat/completions`) gets a twin here, from the same folder, grants and layers, that Lambda runs
+under the Lambda Web Adapter
 (its folder's run.sh: citegate.api.stream_app under uvicorn) with 15 minutes to answer:
 
 - the public URL (auth type NONE, `InvokeMode: RESPONSE_STREAM`) for pages, services and token or
@@ -24,7 +25,7 @@ get Lambda's 429, the twin's throttles alarm fires (monitoring.py) and the cap c
 those 25 stay available to the twin whatever the rest of the account does. Both URLs (public and
 agents) share the function's reservation. Other stages reserve nothing by default, as ingestion
 does, so a first deploy works on an account whose quota leaves no room (Lambda keeps 100
-unreserved: prod's 10 + 10 for ingestion and 25 + 25 here need a quota of at least 170).
+unreserved: prod's 10 + 10 for ingestion and 25 x 3 here need a quota of at least 195).
 `stream_reserved_concurrency` on the app's config (CitegateConfig), when it has one, overrides it.
 """
 

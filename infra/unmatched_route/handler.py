@@ -41,7 +41,9 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request_id = str(context_.get("requestId") or "")
     error = refusal(method, path)
     family = routes.family_of_path(path)
-    body = error_body(error_code(error, family), error.message, request_id, error_details(error, family))
+    body = error_body(
+        error_code(error, family), error.message, request_id, error_details(error, family), family=family
+    )
     return {
         "statusCode": error_status(error, family),
         "headers": {"content-type": "application/json"},

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from citegate.governance.audit import AuditLog
     from citegate.governance.policy.store import PolicyStore
     from citegate.governance.ratelimit import Counters
+    from citegate.insights.store import InsightsStore
     from citegate.knowledge.embedding.base import Embedder
     from citegate.knowledge.ingest.service import IngestionService
     from citegate.knowledge.search.base import SearchIndex
@@ -114,8 +115,9 @@ class Services:
     @cached_property
     def audit(self) -> AuditLog:
         from citegate.governance.audit import AuditLog
+        from citegate.governance.signals import SignalLog
 
-        return AuditLog(self.table(resources.AUDIT))
+        return AuditLog(self.table(resources.AUDIT), signals=SignalLog(self.table(resources.INSIGHTS)))
 
     @cached_property
     def counters(self) -> Counters:
@@ -134,6 +136,12 @@ class Services:
         from citegate.answers.feedback import build_feedback_service
 
         return build_feedback_service(self)
+
+    @cached_property
+    def insights(self) -> InsightsStore:
+        from citegate.insights.store import InsightsStore
+
+        return InsightsStore(self.table(resources.INSIGHTS))
 
     @cached_property
     def web(self) -> WebService:

@@ -107,6 +107,7 @@ def _seed_resources(client: Any) -> tuple[dict[str, str], dict[str, str]]:
         "principal_key": "agent:fuzz-agent",
         "record_id": "none",
         "source_id": source.json()["source_id"],
+        "group_id": "none",
     }
     return known, {"X-Session-Token": session["sessionToken"]}
 
@@ -166,6 +167,8 @@ def problem_with(label: str, response: Any) -> str | None:
         error = body.get("error")
         ok = isinstance(error, dict) and isinstance(error.get("code"), int)
         return None if ok else f"{status} JSON-RPC answer without an error object: {body}"
+    if routes.family_of_path(label.split(" ", 1)[1]) == "openai":
+        return openai_problem(status, body)
     if not isinstance(body, dict) or set(body) != ERROR_KEYS:
         return f"{status} not in the error shape: {str(body)[:300]}"
     code, message, request_id, details = (body[k] for k in ("error", "message", "requestId", "details"))
@@ -177,6 +180,16 @@ def problem_with(label: str, response: Any) -> str | None:
         return f"{status} requestId {request_id!r} is not the request's id"
     if status != 429 and routes.family_of_path(label.split(" ", 1)[1]) == "chat" and code != code.upper():
         return f"{status} spec 001 route answered a lower-case code {code!r}"
+    return None
+
+
+def openai_problem(status: int, body: Any) -> str | None:
+    """The OpenAI-compatible routes' errors: OpenAI's `{"error": {message, type, param, code}}`."""
+    error = body.get("error") if isinstance(body, dict) and set(body) == {"error"} else None
+    if not isinstance(error, dict) or set(error) != {"message", "type", "param", "code"}:
+        return f"{status} not in OpenAI's error shape: {str(body)[:300]}"
+    if not all(isinstance(error[k], str) and error[k] for k in ("message", "type", "code")):
+        return f"{status} OpenAI error with an empty message, type or code: {body}"
     return None
 
 

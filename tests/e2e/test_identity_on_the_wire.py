@@ -186,3 +186,42 @@ def test_spec_000_routes_with_sigv4_agents_and_jwt_people(server: Any) -> None:
             "POST", tampered.url, headers=tampered.headers, content=b'{"query": "kettlf"}'
         )
         assert http.send(tampered).status_code == 401
+
+
+class _SigV4(httpx.Auth):
+    """Signs each request the `openai` SDK sends (its own Authorization header replaced)."""
+
+    requires_request_body = True
+
+    def auth_flow(self, request: httpx.Request) -> Any:
+        signed = AWSRequest(
+            method=request.method,
+            url=str(request.url),
+            data=request.content,
+            headers={"Content-Type": "application/json"},
+        )
+        SigV4Auth(Credentials(ACCESS_KEY, SECRET), "execute-api", "us-east-1").add_auth(signed)
+        for name, value in signed.headers.items():
+            request.headers[name] = value
+        yield request
+
+
+def test_the_openai_sdk_with_sigv4_is_the_agent(server: Any) -> None:
+    """Issue 30: the OpenAI-compatible routes take a SigV4 signature as the API key."""
+    import openai
+
+    with httpx.Client(auth=_SigV4()) as http:
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", http_client=http, max_retries=0)
+        assert [m.id for m in client.models.list()] == ["citegate", "citegate/pub"]
+        reply = client.chat.completions.create(
+            model="citegate/pub",
+            messages=[{"role": "user", "content": "How long does the kettle take to boil water?"}],
+        )
+        citations = (reply.model_extra or {})["citations"]
+        assert "[1]" in (reply.choices[0].message.content or "")
+        assert citations and citations[0]["source_name"] == "kettle.txt"
+        annotations = reply.choices[0].message.annotations or []
+        assert annotations and annotations[0].url_citation.title
+    unsigned = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        unsigned.models.list()

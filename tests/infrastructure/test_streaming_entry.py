@@ -46,13 +46,17 @@ def _mentions(node: Any, logical: str) -> bool:
     return False
 
 
-def test_the_streaming_routes_are_the_two_spec_routes() -> None:
+def test_the_streaming_routes_are_the_two_spec_routes_and_openais() -> None:
     streamed = {route.route_key for route in routes.ROUTES if route.streaming}
-    assert streamed == {"POST /api/v2/query", "POST /api/v1/agent/chats/{chat_id}/messages"}
-    assert streaming_functions() == ["query_v2", "agent_chat_message"]
+    assert streamed == {
+        "POST /api/v2/query",
+        "POST /api/v1/agent/chats/{chat_id}/messages",
+        "POST /v1/chat/completions",
+    }
+    assert streaming_functions() == ["openai_chat_completions", "query_v2", "agent_chat_message"]
 
 
-@pytest.mark.parametrize("function", ["query_v2", "agent_chat_message"])
+@pytest.mark.parametrize("function", ["query_v2", "agent_chat_message", "openai_chat_completions"])
 def test_each_streaming_route_has_a_twin_under_the_web_adapter(synth: Synth, function: str) -> None:
     res = synth.resources
     _, props = _function(res, stream_name(function))

@@ -3,7 +3,7 @@
 Each governed route is called three ways with a junk body (not JSON at all): with a forged token,
 with no credentials, and as an agent whose policy grants some other tool. A stranger learns
 nothing about a route's schema: never a 400 before the caller is known and allowed. The codes are
-the route family's own (spec 004's lower-case, spec 001's upper-case, spec 000's).
+the route family's own (spec 004's lower-case, spec 001's upper-case, spec 000's, OpenAI's).
 """
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ def _family(route: routes.Route) -> Any:
     source = (functions_dir() / route.function / "handler.py").read_text()
     found = re.search(r'family="(\w+)"', source) or re.search(r'make_resolver\("(\w+)"\)', source)
     return found.group(1) if found else "v1"
+
+
+def _code(response: Any) -> Any:
+    """The error code: `error`, or in OpenAI's shape (the OpenAI-compatible routes) `error.code`."""
+    error = response.json()["error"]
+    return error["code"] if isinstance(error, dict) else error
 
 
 def _path(route: routes.Route) -> str:
@@ -62,7 +68,7 @@ def other_tool_token(client: TestClient) -> str:
 def test_a_forged_token_is_refused_before_the_body_is_read(stranger: TestClient, route: routes.Route) -> None:
     response = _send(stranger, route, {"Authorization": "Bearer forged-" + uuid.uuid4().hex})
     assert response.status_code == 401, response.text
-    assert response.json()["error"] == error_code(Unauthorized(""), _family(route))
+    assert _code(response) == error_code(Unauthorized(""), _family(route))
 
 
 @pytest.mark.parametrize("route", GOVERNED, ids=lambda r: r.route_key)
@@ -72,7 +78,7 @@ def test_no_credentials_is_refused_unless_the_route_is_open_to_public_readers(
     response = _send(stranger, route, {})
     if not route.anonymous:
         assert response.status_code == 401, response.text
-        assert response.json()["error"] == error_code(Unauthorized(""), _family(route))
+        assert _code(response) == error_code(Unauthorized(""), _family(route))
         return
     # Open to public-read: the anonymous policy decides; only a caller it admits is told about the body.
     # A tool it does not grant is authenticated-read there: sign in first (401, spec 000 6.1).
@@ -81,7 +87,7 @@ def test_no_credentials_is_refused_unless_the_route_is_open_to_public_readers(
         assert response.status_code in (400, 404), response.text
     else:
         assert response.status_code == 401, response.text
-        assert response.json()["error"] == error_code(Unauthorized(""), _family(route))
+        assert _code(response) == error_code(Unauthorized(""), _family(route))
 
 
 @pytest.mark.parametrize("route", GOVERNED, ids=lambda r: r.route_key)
@@ -95,5 +101,5 @@ def test_a_caller_without_the_tool_is_refused_before_the_body_is_read(
     assert response.status_code == 403, response.text
     body = response.json()
     code = error_code(ForbiddenTool(""), _family(route))
-    assert body["error"] == code
+    assert _code(response) == code
     assert code == "forbidden_tool" or body["details"]["reason"] == "forbidden_tool"

@@ -13,7 +13,7 @@ import grimp
 from tools.layer_shape import LAYER, strongly_connected, top_level_entries
 
 ROOT = Path(__file__).resolve().parents[2]
-DOMAINS = ("agents", "answers", "governance", "knowledge", "web")
+DOMAINS = ("agents", "answers", "governance", "insights", "knowledge", "web")
 
 
 def test_the_import_contracts_hold() -> None:

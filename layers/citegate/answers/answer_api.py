@@ -200,12 +200,16 @@ def answer_question(
     top_k: int = 8,
     retrieval_query: str | None = None,
     require_citations: bool = True,
+    kb_ids: frozenset[str] | None = None,
 ) -> Asked:
+    """`kb_ids`: the knowledge bases to read, already granted to the caller (a route that names
+    one); by default every knowledge base the caller may read in its scope."""
     record = current_call()
     if not call.policy.knowledge_bases:
         raise DatasetNotAllowed("no knowledge base is granted to the caller")
-    kbs = readable_kbs(s, call, include_working=call.scope.include_working_docs)
-    kb_ids = frozenset(kb.kb_id for kb in kbs)
+    if kb_ids is None:
+        kbs = readable_kbs(s, call, include_working=call.scope.include_working_docs)
+        kb_ids = frozenset(kb.kb_id for kb in kbs)
     record.note(knowledge_bases=sorted(kb_ids), query=question)
     diagnostics: dict[str, Any] = {}
     if not require_citations:
@@ -261,8 +265,24 @@ def answer_question(
         result_count=len(outcome.retrieval.hits),
         retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
         cited=sorted(cited),
+        **question_outcome(outcome, confidence),
     )
     return Asked(result, outcome)
+
+
+def question_outcome(outcome: AskOutcome, confidence: str) -> dict[str, Any]:
+    """What the audit record keeps of a question's outcome (and its insights signal is made of):
+    answered or declined and why, the confidence, the pages cited (a page's path, else its source
+    name) and the best pages found."""
+    cited_paths = [] if outcome.no_answer else [c.path or c.source_name for c in outcome.citations]
+    nearby = list(dict.fromkeys(h.chunk.path or h.chunk.source_name for h in outcome.retrieval.hits))
+    return {
+        "outcome": "declined" if outcome.no_answer else "answered",
+        "no_answer_code": outcome.no_answer_code if outcome.no_answer else None,
+        "confidence": confidence,
+        "cited_paths": list(dict.fromkeys(cited_paths)),
+        "nearby_paths": nearby[:5],
+    }
 
 
 def _ask(

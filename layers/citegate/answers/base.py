@@ -8,7 +8,9 @@ without valid evidence becomes a plain "no answer".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -57,3 +59,22 @@ class Answerer(Protocol):
         """Answer from `evidence` only, or decline. Never raises for weak evidence: declines.
         `context`: what the conversation's earlier turns asked, for a follow-up whose "it" or
         "they" points back at them (None: the question stands alone)."""
+
+
+# The caller's own instruction for this answer (an OpenAI-compatible system message). A model
+# answerer may follow it for form (language, length, tone); it never adds a source or a scope:
+# the passages were chosen before it is read, and whatever it asks, the draft is bound to them.
+_instruction: ContextVar[str | None] = ContextVar("citegate_caller_instruction", default=None)
+
+
+@contextlib.contextmanager
+def caller_instruction(text: str | None) -> Iterator[None]:
+    token = _instruction.set(text.strip() if text and text.strip() else None)
+    try:
+        yield
+    finally:
+        _instruction.reset(token)
+
+
+def current_instruction() -> str | None:
+    return _instruction.get()

@@ -36,6 +36,7 @@ from citegate.answers.schemas.feedback import (
     ReportResult,
     Status,
 )
+from citegate.governance.calls import current_call, readable_kbs
 from citegate.governance.policy.model import InvalidPath, normalize_path
 from citegate.platform import resources
 from citegate.platform.dynamo import from_item, is_conditional_failure, to_item, utc_now
@@ -47,6 +48,9 @@ from citegate.platform.settings import from_environ
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+
+    from citegate.governance.calls import Authorized
+    from citegate.governance.ports import Governing
 
 
 KINDS: tuple[Kind, ...] = ("feedback", "improvement_task")
@@ -767,6 +771,20 @@ class FeedbackService:
             )
             return self.store.set_sink_result(closed["record_id"], error=str(error)) or closed
         return closed
+
+
+def note_report(s: Governing, call: Authorized, body: FeedbackBody, kind: Kind, result: ReportResult) -> None:
+    """What the report's audit record keeps for citegate.insights: a question marked not helpful (or
+    turned into a task), the knowledge bases the caller reads, the answer it is about and the record
+    it counted on. A replayed report notes nothing: it was counted the first time."""
+    kbs = readable_kbs(s, call, include_working=call.scope.include_working_docs)
+    current_call().note(
+        knowledge_bases=sorted(kb.kb_id for kb in kbs),
+        outcome=kind,
+        cited_paths=list(dict.fromkeys(body.citation_paths())),
+        answer_request_id=body.answerRequestId,
+        feedback_record=result.record.recordId,
+    )
 
 
 class FeedbackSources(Configured, Tables, Protocol):

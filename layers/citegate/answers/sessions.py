@@ -258,7 +258,13 @@ def wire_scope(scope: EffectiveScope) -> SessionScope:
 
 def follow_up_query(session: dict[str, Any], question: str) -> str:
     """The retrieval query for a turn: the question, plus what the previous turns asked about."""
-    previous = [t["question"] for t in session["turns"][-2:]]
+    return follow_up_of([t["question"] for t in session["turns"]], question)
+
+
+def follow_up_of(earlier_questions: list[str], question: str) -> str:
+    """A follow-up's retrieval query from the conversation's earlier questions (a session's turns,
+    or an OpenAI-compatible request's earlier user messages): the last two, then the question."""
+    previous = [q for q in earlier_questions if q.strip()][-2:]
     return " ".join([*previous, question]) if previous else question
 
 

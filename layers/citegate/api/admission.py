@@ -79,7 +79,9 @@ def admit(s: Governing, event: dict[str, Any], family: Family) -> dict[str, Any]
 
 def refusal(event: dict[str, Any], family: Family, error: CitegateError) -> dict[str, Any]:
     request_id = str((event.get("requestContext") or {}).get("requestId") or "")
-    body = error_body(error_code(error, family), error.message, request_id, error_details(error, family))
+    body = error_body(
+        error_code(error, family), error.message, request_id, error_details(error, family), family=family
+    )
     headers = {"Content-Type": "application/json"}
     if "retry_after" in error.details:
         headers["Retry-After"] = str(error.details["retry_after"])

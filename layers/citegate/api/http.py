@@ -222,7 +222,7 @@ def _error_response(app: HasEvent, family: Family, error: CitegateError) -> Resp
     headers = {}
     if "retry_after" in error.details:
         headers["Retry-After"] = str(error.details["retry_after"])
-    body = error_body(code, error.message, request_id(app), error_details(error, family))
+    body = error_body(code, error.message, request_id(app), error_details(error, family), family=family)
     return json_response(error_status(error, family), body, headers=headers)
 
 
@@ -386,9 +386,11 @@ def finish_call(s: Any, record: CallRecord, response: dict[str, Any], family: Fa
             error = json.loads(response.get("body") or "{}").get("error")
         except (ValueError, AttributeError):
             error = None
+        if isinstance(error, dict):  # OpenAI's error object (the OpenAI-compatible routes)
+            error = error.get("code")
     try:
         end_call(s, record, status, error)
     except AuditUnavailable as failure:
-        body = error_body(error_code(failure, family), failure.message, record.request_id)
+        body = error_body(error_code(failure, family), failure.message, record.request_id, family=family)
         return {"statusCode": 503, "headers": {"Content-Type": JSON}, "body": json.dumps(body)}
     return response

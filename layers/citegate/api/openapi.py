@@ -53,8 +53,10 @@ from citegate.answers.schemas.feedback import (
     ReportResult,
 )
 from citegate.api import routes
+from citegate.api.openai_compat import ChatCompletionChunk, ChatCompletionRequest
 from citegate.governance.policy.model import Policy, PolicyUpdate
 from citegate.governance.schemas import CredentialRequest
+from citegate.insights.schemas import FixBody, TaskBody
 from citegate.knowledge.schemas.documents import DocumentRecord, IngestRequest, Task, UploadRequest
 from citegate.knowledge.schemas.kb import CreateKbRequest, KnowledgeBase, UpdateKbRequest
 from citegate.knowledge.schemas.retrieval import (
@@ -89,6 +91,8 @@ class Op:
     # Server-sent events: each `data:` line is one of these (the JSON `response` is then the reply
     # without streaming, if the route has one).
     stream: type[BaseModel] | None = None
+    # The answer may also be an export: text/csv or text/markdown (`format` or Accept).
+    exports: bool = False
 
 
 def ref(model: type[BaseModel]) -> dict[str, Any]:
@@ -123,6 +127,14 @@ CREDENTIAL = obj(
     description=STR,
     created_at=STR,
     revoked_at=STR,
+)
+GAP_KIND: dict[str, Any] = {"type": "string", "enum": ["declined", "low_confidence", "not_helpful"]}
+INSIGHTS_QUERY: tuple[tuple[str, Any, str], ...] = (
+    ("kb", STR, "Only questions asked of this knowledge base (granted to the caller)."),
+    ("since", STR, "A date (YYYY-MM-DD) or an ISO 8601 time; default: the last 30 days."),
+    ("until", STR, "A date (the whole day) or an ISO 8601 time; default: now."),
+    ("caller", {"type": "string", "enum": ["human", "agent"]}, "Only this caller kind."),
+    ("format", {"type": "string", "enum": ["json", "csv", "md"]}, "json (default), csv or md."),
 )
 TURN_RESULT = {"allOf": [ref(AnswerResult), obj(sessionId=STR, turn=INT, earlierCitations=array(ANY_OBJECT))]}
 
@@ -378,6 +390,30 @@ OPERATIONS: dict[str, Op] = {
         MessageBody, MessageReply, "Send a message: JSON, or SSE with stream=true.", stream=ChatEvent
     ),
     "agent_models_list": Op(None, ChatModelList, "The chat models the caller may pick."),
+    "openai_models": Op(
+        None,
+        obj(object={"type": "string", "const": "list"}, data=array(ANY_OBJECT)),
+        "OpenAI-compatible: the knowledge bases the caller may ask, as models "
+        "('citegate', 'citegate/<kb_id>').",
+    ),
+    "openai_chat_completions": Op(
+        ChatCompletionRequest,
+        obj(
+            id=STR,
+            object={"type": "string", "const": "chat.completion"},
+            created=INT,
+            model=STR,
+            system_fingerprint={"type": ["string", "null"]},
+            choices=array(ANY_OBJECT),
+            usage=ANY_OBJECT,
+            citations=array(ANY_OBJECT),
+            citegate=ANY_OBJECT,
+        ),
+        "OpenAI-compatible chat completion: the last user message answered with [n] markers, "
+        "url_citation annotations and resolve_refs's citations; `stream: true` streams chunks.",
+        errors=(404,),
+        stream=ChatCompletionChunk,
+    ),
     "mcp": Op(
         None,
         obj(False, jsonrpc={"type": "string", "const": "2.0"}, id={}, result=ANY_OBJECT, error=ANY_OBJECT),
@@ -407,6 +443,47 @@ OPERATIONS: dict[str, Op] = {
         None, obj(agent_id=STR, credentials=array(CREDENTIAL)), "List an agent's credentials."
     ),
     "admin_credential_revoke": Op(None, CREDENTIAL, "Revoke an agent credential."),
+    "insights_gaps": Op(
+        None,
+        obj(
+            window=ANY_OBJECT,
+            filters=ANY_OBJECT,
+            groups=array(ANY_OBJECT),
+            totalGroups=INT,
+            gapQuestions=INT,
+            ungrouped=INT,
+            refresh=ANY_OBJECT,
+        ),
+        "Questions the documents do not answer, grouped by meaning and ranked by count "
+        "(format=csv|md, or Accept: text/csv|text/markdown, exports them).",
+        query=(
+            *INSIGHTS_QUERY,
+            ("kind", GAP_KIND, "Only this gap kind."),
+            LIMIT,
+            (
+                "questions",
+                {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10},
+                "Questions per group.",
+            ),
+        ),
+        exports=True,
+    ),
+    "insights_summary": Op(
+        None,
+        ANY_OBJECT,
+        "Questions, answer and decline rates, confidence mix, top cited pages, per day (format=csv|md).",
+        query=INSIGHTS_QUERY,
+        exports=True,
+    ),
+    "insights_gap_fix": Op(
+        FixBody, ANY_OBJECT, "Mark a gap group fixed; its questions are asked again.", errors=(404,)
+    ),
+    "insights_gap_task": Op(
+        TaskBody,
+        ReportResult,
+        "Open (or count on) the improvement task of a gap group (deduplicated).",
+        errors=(404, 409),
+    ),
     "admin_audit_list": Op(
         None,
         obj(records=array(ANY_OBJECT)),
@@ -461,6 +538,26 @@ ERROR_SCHEMA: dict[str, Any] = {
     "required": ["details", "error", "message", "requestId"],
 }
 
+# The OpenAI-compatible routes' errors (x-error-family "openai"): OpenAI's error object.
+OPENAI_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "OpenAIError",
+    "description": "Every 4xx/5xx body of the OpenAI-compatible routes, in OpenAI's shape.",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": "string"},
+            },
+            "required": ["code", "message", "param", "type"],
+        }
+    },
+    "required": ["error"],
+}
+
 ERROR_DESCRIPTIONS: dict[int, str] = {
     400: "The request is invalid.",
     401: "No valid credentials.",
@@ -482,6 +579,7 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
 
 def tag_of(path: str) -> str:
     for prefix, tag in (
+        ("/v1/insights/", "insights"),
         ("/v1/", "v1"),
         ("/api/v1/knowledge/", "knowledge"),
         ("/api/v1/web/", "web"),
@@ -507,7 +605,7 @@ def error_codes() -> dict[str, list[str]]:
             if sub.__module__ == errors.__name__ and sub not in kinds:
                 kinds.append(sub)
                 pending.append(sub)
-    families: tuple[errors.Family, ...] = ("v1", "answer", "chat")
+    families: tuple[errors.Family, ...] = ("v1", "answer", "chat", "openai")
     return {f: sorted({errors.error_code(k("x"), f) for k in kinds}) for f in families}
 
 
@@ -625,6 +723,9 @@ def build_openapi() -> dict[str, Any]:
                 else _rewrite(op.response, hand_names)
             )
             success["content"] = {"application/json": {"schema": schema}}
+        if op.exports:
+            for media in ("text/csv", "text/markdown"):
+                success.setdefault("content", {})[media] = {"schema": {"type": "string"}}
         if op.stream is not None:
             # Before OpenAPI 3.2 (`itemSchema`), a stream's `schema` describes one event: its
             # `data` is the event's JSON (contentSchema), as schemathesis checks it.
@@ -662,17 +763,18 @@ def build_openapi() -> dict[str, Any]:
             statuses.add(404)
         if route.auth == "none" and route.function == "healthz":
             statuses = {503}
+        prefix = "OpenAIError" if family == "openai" else "Error"
         for status in sorted(statuses):
-            responses[str(status)] = {"$ref": f"#/components/responses/Error{status}"}
+            responses[str(status)] = {"$ref": f"#/components/responses/{prefix}{status}"}
         operation["responses"] = responses
         paths.setdefault(route.path, {})[route.method.lower()] = operation
 
     used_errors = sorted(
         {
-            int(code)
+            (str(response["$ref"]).rsplit("/", 1)[-1].rstrip("0123456789"), int(code))
             for item in paths.values()
             for op_ in item.values()
-            for code in op_["responses"]
+            for code, response in op_["responses"].items()
             if code[0] in "45"
         }
     )
@@ -693,13 +795,13 @@ def build_openapi() -> dict[str, Any]:
         "tags": [{"name": t} for t in sorted({tag_of(r.path) for r in routes.ROUTES})],
         "paths": paths,
         "components": {
-            "schemas": {**components, "Error": error_schema},
+            "schemas": {**components, "Error": error_schema, "OpenAIError": OPENAI_ERROR_SCHEMA},
             "responses": {
-                f"Error{status}": {
+                f"{name}{status}": {
                     "description": ERROR_DESCRIPTIONS[status],
-                    "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}},
+                    "content": {"application/json": {"schema": {"$ref": REF.format(model=name)}}},
                 }
-                for status in used_errors
+                for name, status in used_errors
             },
             "securitySchemes": SECURITY_SCHEMES,
         },

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 Auth = Literal["none", "principal"]
 # The route's error family (citegate.platform.errors.Family): spec 004's /v1 codes, spec 000's Answer API
-# codes, spec 001's upper-case codes. Handlers take theirs from here (`family_of_function`).
-Family = Literal["v1", "answer", "chat"]
+# codes, spec 001's upper-case codes, OpenAI's error objects on the OpenAI-compatible routes.
+# Handlers take theirs from here (`family_of_function`).
+Family = Literal["v1", "answer", "chat", "openai"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,10 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/kb/{kb_id}/retrieve", "kb_retrieve", "rag_retrieve"),
     Route("POST", "/v1/kb/{kb_id}/ask", "kb_ask", "rag_ask"),
     Route("POST", "/v1/kb/{kb_id}/resolve_refs", "kb_resolve_refs", "rag_resolve_refs"),
+    # OpenAI's Chat Completions protocol (citegate.api.openai_compat): the knowledge bases the `ask`
+    # tool grants, as models, and cited answers to a conversation's last question.
+    Route("GET", "/v1/models", "openai_models", "ask", family="openai"),
+    Route("POST", "/v1/chat/completions", "openai_chat_completions", "ask", streaming=True, family="openai"),
     # Spec 002's governed knowledge entry for business agents (caller agent key).
     Route(
         "POST",
@@ -150,6 +155,18 @@ ROUTES: tuple[Route, ...] = (
         write="improvement_task",
         scoped=True,
         family="answer",
+    ),
+    # What the documentation is missing (citegate.insights): gap groups, the answer summary,
+    # a group's "fixed" mark (re-asks its questions) and its improvement task (deduplicated).
+    Route("GET", "/v1/insights/gaps", "insights_gaps", "insights"),
+    Route("GET", "/v1/insights/summary", "insights_summary", "insights"),
+    Route("POST", "/v1/insights/gaps/{group_id}/fix", "insights_gap_fix", "insights", write="insights"),
+    Route(
+        "POST",
+        "/v1/insights/gaps/{group_id}/improvement_task",
+        "insights_gap_task",
+        "insights",
+        write="improvement_task",
     ),
     Route("GET", "/admin/feedback", "admin_feedback_list", "admin"),
     Route("POST", "/admin/feedback/{record_id}/close", "admin_feedback_close", "admin", write="admin"),

@@ -1,7 +1,8 @@
 """The AWS entry of the streaming routes: an ASGI app the Lambda Web Adapter (LWA) serves.
 
-`/api/v2/query` and `/api/v1/agent/chats/{chat_id}/messages` each have a second Lambda function
-(infra/constructs/streaming.py) whose function URLs use `InvokeMode: RESPONSE_STREAM`. Python has
+`/api/v2/query`, `/api/v1/agent/chats/{chat_id}/messages` and `/v1/chat/completions` each have a
+second Lambda function (infra/constructs/streaming.py) whose function URLs use
+`InvokeMode: RESPONSE_STREAM`. Python has
 no native response streaming in Lambda, so the function runs LWA as its exec wrapper: LWA starts
 `run.sh` in the function's folder (`python3 -m citegate.api.stream_app`: this app under uvicorn on
 127.0.0.1:$AWS_LWA_PORT), turns each invocation into an HTTP request to it, and streams the body
@@ -222,7 +223,9 @@ def _json_response(status: int, body: Any, request_id: str) -> dict[str, Any]:
 
 
 def _refusal(error: CitegateError, family: routes.Family, request_id: str) -> dict[str, Any]:
-    body = error_body(error_code(error, family), error.message, request_id, error_details(error, family))
+    body = error_body(
+        error_code(error, family), error.message, request_id, error_details(error, family), family=family
+    )
     return _json_response(error_status(error, family), body, request_id)
 
 

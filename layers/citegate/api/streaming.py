@@ -21,7 +21,7 @@ import contextlib
 import contextvars
 import json
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,9 +36,10 @@ if TYPE_CHECKING:  # imported on first use, as in citegate.api.http (cold start)
     from citegate.api.http import LazyResolver, ServicesFactory
     from citegate.governance.calls import CallRecord
 
-Event = dict[str, Any]
+# A frame's JSON object; or its data verbatim (OpenAI's closing `data: [DONE]` is not JSON).
+Event = dict[str, Any] | str
 # Turns a failure (code, message) into the frames a route's clients expect for it.
-FailureFrames = Callable[[str, str], list[Event]]
+FailureFrames = Callable[[str, str], Sequence[Event]]
 
 SSE = "text/event-stream"
 # The status nginx made common for "the client closed the request"; recorded in the audit only.
@@ -47,6 +48,8 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def sse_frame(event: Event) -> str:
+    if isinstance(event, str):
+        return f"data: {event}\n\n"
     return f"data: {json.dumps(event, ensure_ascii=False, default=str)}\n\n"
 
 
@@ -115,7 +118,7 @@ def _frames(
             logger.exception("stream failed midway", extra={"code": code})
         if held is not None:
             yield sse_frame(held)
-        failure_events = pending.on_failure(code, message)
+        failure_events = list(pending.on_failure(code, message))
         held = failure_events.pop() if failure_events else None
         for event in failure_events:
             yield sse_frame(event)
@@ -123,7 +126,7 @@ def _frames(
         end_call(services, record, status, error)
     except AuditUnavailable as failure:
         code = error_code(failure, family)
-        failure_events = pending.on_failure(code, failure.message)
+        failure_events = list(pending.on_failure(code, failure.message))
         held = failure_events.pop() if failure_events else held
         for event in failure_events:
             yield sse_frame(event)

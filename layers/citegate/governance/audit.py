@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from citegate.platform.dynamo import from_item, to_item
+from citegate.platform.observability import logger
 
 
 class AuditRecord(BaseModel):
@@ -38,6 +39,15 @@ class AuditRecord(BaseModel):
     retrieved_chunk_ids: list[str] = Field(default_factory=list)
     cited_chunk_ids: list[str] = Field(default_factory=list)
     latency_ms: float | None = None
+    # What became of a question (answer routes) or which report a feedback call made: no personal
+    # data, only what the answer said of itself. citegate.governance.signals derives a signal from it.
+    outcome: str | None = None  # answered | declined | feedback | improvement_task
+    no_answer_code: str | None = None
+    confidence: str | None = None  # high | medium | low
+    cited_paths: list[str] = Field(default_factory=list)
+    nearby_paths: list[str] = Field(default_factory=list)  # the best retrieved pages, cited or not
+    answer_request_id: str | None = None  # the answer a feedback call is about
+    feedback_record: str | None = None  # the feedback or improvement-task record it counted on
 
     @property
     def sort_key(self) -> str:
@@ -48,10 +58,19 @@ class AuditRecord(BaseModel):
         return f"{self.tenant_id}#{self.caller_type}:{self.caller_id}"
 
 
+class SignalSink(Protocol):
+    """Where a record's question signal goes (citegate.governance.signals.SignalLog)."""
+
+    def record(self, record: AuditRecord, expires_at: int) -> bool: ...
+
+
 class AuditLog:
-    def __init__(self, table: Any, retention_days: float | None = None) -> None:
+    def __init__(
+        self, table: Any, retention_days: float | None = None, signals: SignalSink | None = None
+    ) -> None:
         self._table = table
         self._retention_days = retention_days  # unset: the settings' (CITEGATE_AUDIT_RETENTION_DAYS)
+        self._signals = signals
 
     def expires_at(self) -> int:
         """The TTL of a record written now: DynamoDB's TTL (or the local sweeper) deletes it after."""
@@ -64,8 +83,16 @@ class AuditLog:
 
     def write(self, record: AuditRecord) -> None:
         item = to_item(record.model_dump())
-        item.update(sk=record.sort_key, caller_key=record.caller_key, expires_at=self.expires_at())
+        expires_at = self.expires_at()
+        item.update(sk=record.sort_key, caller_key=record.caller_key, expires_at=expires_at)
         self._table.put_item(Item=item)
+        if self._signals is not None:
+            # The question's signal (citegate.insights), with the audit record's own retention. Best
+            # effort: the audit record is the call's proof; a lost signal only thins the insights.
+            try:
+                self._signals.record(record, expires_at)
+            except Exception:
+                logger.exception("insights signal write failed", extra={"request_id": record.request_id})
 
     def list(
         self,

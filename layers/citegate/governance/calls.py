@@ -60,6 +60,14 @@ class CallRecord:
     user_id: str | None = None
     session_id: str | None = None
     pending_written: bool = False
+    # A question's outcome (answer routes) or the report a feedback call counted (AuditRecord's).
+    outcome: str | None = None
+    no_answer_code: str | None = None
+    confidence: str | None = None
+    cited_paths: list[str] = field(default_factory=list)
+    nearby_paths: list[str] = field(default_factory=list)
+    answer_request_id: str | None = None
+    feedback_record: str | None = None
 
     def note(self, **fields: Any) -> None:
         for key, value in fields.items():
@@ -92,6 +100,13 @@ class CallRecord:
             retrieved_chunk_ids=self.retrieved,
             cited_chunk_ids=self.cited,
             latency_ms=round((time.perf_counter() - self.started) * 1000, 2),
+            outcome=self.outcome,
+            no_answer_code=self.no_answer_code,
+            confidence=self.confidence,
+            cited_paths=self.cited_paths,
+            nearby_paths=self.nearby_paths,
+            answer_request_id=self.answer_request_id,
+            feedback_record=self.feedback_record,
         )
 
 
@@ -270,13 +285,30 @@ def _dataset(s: Governing, call: Authorized, kb_id: str, write: WriteAction | No
     kb = s.kbs.get(
         kb_id, tenant_id=call.principal.tenant_id, max_age=None if write is not None else KB_READ_MAX_AGE
     )
-    readable = call.policy.allows_kb(kb_id) and (
-        kb.status == "approved" or call.working_allowed or kb_id in call.policy.knowledge_bases
-    )
-    if not readable:
+    if not _names_readable(call, kb):
         raise DatasetNotAllowed(f"knowledge base {kb_id!r} is not granted", details={"kb_id": kb_id})
     current_call().knowledge_bases = [kb_id]
     return kb
+
+
+def _names_readable(call: Authorized, kb: KnowledgeBase) -> bool:
+    """A knowledge base the caller may name (in a path, or as an OpenAI-compatible model): granted,
+    and approved unless working docs are granted or the policy names it."""
+    return call.policy.allows_kb(kb.kb_id) and (
+        kb.status == "approved" or call.working_allowed or kb.kb_id in call.policy.knowledge_bases
+    )
+
+
+def grant_kb(s: Governing, call: Authorized, kb_id: str) -> KnowledgeBase:
+    """Step 6 for a knowledge base a read names outside its path (an OpenAI-compatible `model`):
+    404 when the tenant has none of that id, 403 when it is not granted."""
+    call.kb = _dataset(s, call, kb_id, None)
+    return call.kb
+
+
+def nameable_kbs(s: Governing, authorized: Authorized) -> list[KnowledgeBase]:
+    """Every knowledge base the caller may name, as `grant_kb` checks it."""
+    return [kb for kb in s.kbs.list(authorized.principal.tenant_id) if _names_readable(authorized, kb)]
 
 
 def _write_action(s: Governing, call: Authorized, write: WriteAction) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-Family = Literal["v1", "answer", "chat"]
+Family = Literal["v1", "answer", "chat", "openai"]
 
 
 class CitegateError(Exception):
@@ -81,6 +81,12 @@ class TaskNotFound(NotFound):
 
 class RouteNotFound(NotFound):
     kind = "route_not_found"
+
+
+class ModelNotFound(NotFound):
+    """An OpenAI-compatible `model` that names no knowledge base the caller may ask."""
+
+    kind = "model_not_found"
 
 
 class Conflict(CitegateError):
@@ -176,6 +182,45 @@ _CHAT_STATUSES: dict[str, int] = {
 }
 
 
+# The OpenAI-compatible routes (/v1/models, /v1/chat/completions) answer in OpenAI's error shape,
+# whose clients read `error.type` (and the status) more than `error.code`.
+_OPENAI_CODES: dict[str, str] = {
+    "unauthorized": "invalid_api_key",
+    "kb_not_found": "model_not_found",
+    "route_not_found": "not_found",
+    "rate_limited": "rate_limit_exceeded",
+    "internal": "internal_error",
+}
+_OPENAI_TYPES: dict[str, str] = {
+    "invalid_api_key": "authentication_error",
+    "rate_limit_exceeded": "rate_limit_error",
+    "forbidden": "permission_error",
+    "forbidden_tool": "permission_error",
+    "forbidden_scope": "permission_error",
+    "forbidden_action": "permission_error",
+    "dataset_not_allowed": "permission_error",
+}
+_OPENAI_CLIENT_CODES = frozenset(
+    {
+        "invalid_request",
+        "model_not_found",
+        "not_found",
+        "method_not_allowed",
+        "payload_too_large",
+        "unsupported_media_type",
+        "conflict",
+    }
+)
+
+
+def openai_error(code: str, message: str) -> dict[str, Any]:
+    """OpenAI's error object: `{"message", "type", "param", "code"}`."""
+    kind = _OPENAI_TYPES.get(code) or (
+        "invalid_request_error" if code in _OPENAI_CLIENT_CODES else "server_error"
+    )
+    return {"message": message, "type": kind, "param": None, "code": code}
+
+
 def error_status(error: CitegateError, family: Family = "v1") -> int:
     """The HTTP status of `error` on the family's routes: spec 001's table for its codes, else the
     kind's own status."""
@@ -191,6 +236,8 @@ def error_code(error: CitegateError, family: Family = "v1") -> str:
         return _ANSWER_CODES.get(error.kind, error.kind)
     if family == "chat":
         return _CHAT_CODES.get(error.kind, error.kind.upper())
+    if family == "openai":
+        return _OPENAI_CODES.get(error.kind, error.kind)
     raise ValueError(f"no code table for family {family!r} yet")
 
 
@@ -209,7 +256,15 @@ def error_details(error: CitegateError, family: Family = "v1") -> dict[str, Any]
 
 
 def error_body(
-    code: str, message: str, request_id: str, details: dict[str, Any] | None = None
+    code: str,
+    message: str,
+    request_id: str,
+    details: dict[str, Any] | None = None,
+    *,
+    family: Family = "v1",
 ) -> dict[str, Any]:
-    """The decided error shape, used by every route and by the gateway itself."""
+    """The decided error shape, used by every route and by the gateway itself; OpenAI's on the
+    OpenAI-compatible routes (their clients parse nothing else; the request id is in the headers)."""
+    if family == "openai":
+        return {"error": openai_error(code, message)}
     return {"error": code, "message": message, "requestId": request_id, "details": details or {}}

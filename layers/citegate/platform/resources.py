@@ -88,6 +88,9 @@ CHATS = TableShape(
 # Knowledge-base sources ("source#<id>") and their sync runs ("run#<source id>#<started>#<run id>"),
 # under their knowledge base; the source item holds the sync lease (citegate.knowledge.sources.store).
 SOURCES = TableShape("sources", "kb_id", "sk")
+# Insights (citegate.insights): question signals derived from audit records (`{tenant}#signal`, by
+# time, with the audit's TTL), gap groups (`{tenant}#group`) and the grouping's state (`{tenant}#state`).
+INSIGHTS = TableShape("insights", "pk", "sk", ttl_attribute="expires_at")
 
 TABLES: tuple[TableShape, ...] = (
     KBS,
@@ -105,6 +108,7 @@ TABLES: tuple[TableShape, ...] = (
     WEB_CACHE,
     CHATS,
     SOURCES,
+    INSIGHTS,
 )
 # Audit records' retention unless CITEGATE_AUDIT_RETENTION_DAYS says otherwise (Settings.audit_ttl_days).
 AUDIT_TTL_DAYS = 400

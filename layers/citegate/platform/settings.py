@@ -129,6 +129,12 @@ class Settings(BaseModel):
     # Hybrid fusion's weight on BM25 (min-max); unset: the weight tuned for the embedder (retrieval.py).
     fusion_lexical_weight: float | None = Field(None, ge=0.0, le=1.0, alias="CITEGATE_FUSION_LEXICAL_WEIGHT")
 
+    # Insights (citegate.insights): a gap question joins the nearest group at least this similar
+    # (cosine, the configured embedder's vectors; tuned for "use" on the planted set's dev split,
+    # docs/results/insights.md), else starts its own; views cover this many days unless told.
+    insights_threshold: float = Field(0.65, ge=0.0, le=1.0, alias="CITEGATE_INSIGHTS_THRESHOLD")
+    insights_window_days: int = Field(30, ge=1, le=3660, alias="CITEGATE_INSIGHTS_WINDOW_DAYS")
+
     # Search: the embedded engine on one machine, OpenSearch when a URL is configured.
     search_engine: Literal["embedded", "opensearch"] = Field("embedded", alias="CITEGATE_SEARCH_ENGINE")
     opensearch_url: str | None = Field(None, alias="OPENSEARCH_URL")

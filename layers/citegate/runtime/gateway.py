@@ -79,7 +79,9 @@ class ServiceUnavailable(CitegateError):
 def _error(error: CitegateError, family: routes.Family, request_id: str) -> Response:
     """The gateway's own refusal in the family's codes (routes.family_of_path for unmatched paths):
     spec 001's routes answer NOT_FOUND, METHOD_NOT_ALLOWED, PAYLOAD_TOO_LARGE... here too."""
-    body = error_body(error_code(error, family), error.message, request_id, error_details(error, family))
+    body = error_body(
+        error_code(error, family), error.message, request_id, error_details(error, family), family=family
+    )
     return Response(
         json.dumps(body),
         status_code=error_status(error, family),

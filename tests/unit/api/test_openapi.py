@@ -100,10 +100,13 @@ def test_document_is_valid(document: dict[str, Any]) -> None:
             assert len(success) == 1 or operation["operationId"] == "healthz"
             for code, response in operation["responses"].items():
                 if code[0] in "45":
-                    assert response == {"$ref": f"#/components/responses/Error{code}"}
+                    # The OpenAI-compatible routes answer in OpenAI's error shape.
+                    name = "OpenAIError" if operation["x-error-family"] == "openai" else "Error"
+                    assert response == {"$ref": f"#/components/responses/{name}{code}"}
             for requirement in operation["security"]:
                 assert set(requirement) <= set(components["securitySchemes"])
     assert set(components["schemas"]["Error"]["required"]) == {"error", "message", "requestId", "details"}
+    assert components["schemas"]["OpenAIError"]["required"] == ["error"]
 
 
 def test_docs_page_is_self_contained(document: dict[str, Any]) -> None:

@@ -53,6 +53,8 @@ def test_spec_001_and_000_routes_are_in_their_families() -> None:
             assert route.family == "chat", route.route_key
         elif route.path.startswith(("/answer/", "/agent/tools/")):
             assert route.family == "answer", route.route_key
+        elif route.path in ("/v1/models", "/v1/chat/completions"):  # OpenAI's protocol
+            assert route.family == "openai", route.route_key
         else:
             assert route.family == "v1", route.route_key
 

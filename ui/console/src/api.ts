@@ -98,6 +98,25 @@ export class Api {
     return (await response.json()) as T;
   }
 
+  /** A text answer (an export): the same credential and errors as `call`. */
+  async text(path: string, accept: string): Promise<string> {
+    let response: Response;
+    try {
+      response = await fetch(join(this.session.apiBase, path), {
+        headers: { Authorization: `Bearer ${this.session.token}`, Accept: accept },
+        credentials: "omit",
+      });
+    } catch (error) {
+      throw new ApiError(0, "network_error", `the API could not be reached (${describe(error).message})`);
+    }
+    if (!response.ok) {
+      const error = await errorOf(response);
+      if (response.status === 401) this.onUnauthorized?.(error);
+      throw error;
+    }
+    return response.text();
+  }
+
   get<T>(path: string): Promise<T> {
     return this.call<T>("GET", path);
   }

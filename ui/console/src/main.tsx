@@ -10,6 +10,7 @@ import { ChunkViewer } from "./views/chunks";
 import { Sources } from "./views/sources";
 import { Playground } from "./views/playground";
 import { Feedback } from "./views/feedback";
+import { Insights } from "./views/insights";
 import { Audit } from "./views/audit";
 import { Policies } from "./views/policies";
 import { Credentials } from "./views/credentials";
@@ -18,6 +19,7 @@ const SCREENS = [
   { hash: "#/kbs", label: "Knowledge bases" },
   { hash: "#/playground", label: "Playground" },
   { hash: "#/feedback", label: "Feedback" },
+  { hash: "#/insights", label: "Insights" },
   { hash: "#/audit", label: "Audit log" },
   { hash: "#/policies", label: "Policies" },
   { hash: "#/credentials", label: "Agent credentials" },
@@ -45,6 +47,8 @@ function Screen({ hash, api }: { hash: string; api: Api }) {
       return <Playground api={api} initialKb={new URLSearchParams(query).get("kb") ?? ""} />;
     case "feedback":
       return <Feedback api={api} />;
+    case "insights":
+      return <Insights api={api} />;
     case "audit":
       return <Audit api={api} />;
     case "policies":

@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field, model_validator
 
 # "sources": create, change and delete a knowledge base's sources; syncing one is "ingest" (what a
 # sync writes is documents), so an agent may be let sync sources it cannot create (docs/sources.md).
-WriteAction = Literal["ingest", "kb_admin", "feedback", "improvement_task", "admin", "sources"]
+# "insights": marking a gap group fixed (citegate.insights; the tool `insights` reads the gaps).
+WriteAction = Literal["ingest", "kb_admin", "feedback", "improvement_task", "insights", "admin", "sources"]
 ANY = "*"
 
 
@@ -40,7 +41,9 @@ class Policy(BaseModel):
     principal_key: str  # "agent:<id>", "human:<id>", "human:*", "anonymous", "service:<id>"
     tenant_id: str
     description: str = ""
-    tools: list[str] = Field(default_factory=list)  # tool and route names; "*" for all
+    # Tool and route names (citegate.api.routes; "*" for all): e.g. "insights" reads the gap groups
+    # and the answer summary of the knowledge bases granted here (docs/insights.md).
+    tools: list[str] = Field(default_factory=list)
     knowledge_bases: list[str] = Field(default_factory=list)  # kb ids; "*" for all in the tenant
     files: dict[str, list[str]] | None = None  # kb_id -> source names (spec 002 file-level grants)
     scope: ScopeGrant = Field(default_factory=ScopeGrant)

@@ -1,0 +1,1 @@
+"""What the documentation is missing: question signals grouped into gaps, and the answer summary."""
