@@ -215,16 +215,23 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         send_to_queue=True,
     ),
     "task_get": governed("GET /v1/tasks/{task_id}", tables=_tables(tasks="read")),
-    "source_create": governed("POST /v1/kb/{kb_id}/sources", tables=_tables(sources="write")),
-    "source_list": governed("GET /v1/kb/{kb_id}/sources", tables=_tables(sources="read")),
-    "source_get": governed("GET /v1/kb/{kb_id}/sources/{source_id}", tables=_tables(sources="read")),
-    "source_update": governed("PATCH /v1/kb/{kb_id}/sources/{source_id}", tables=_tables(sources="write")),
-    "source_runs": governed("GET /v1/kb/{kb_id}/sources/{source_id}/runs", tables=_tables(sources="read")),
+    "source_create": governed("POST /v1/kb/{kb_id}/sources", tables=_tables(sources="write"), group="admin"),
+    "source_list": governed("GET /v1/kb/{kb_id}/sources", tables=_tables(sources="read"), group="admin"),
+    "source_get": governed(
+        "GET /v1/kb/{kb_id}/sources/{source_id}", tables=_tables(sources="read"), group="admin"
+    ),
+    "source_update": governed(
+        "PATCH /v1/kb/{kb_id}/sources/{source_id}", tables=_tables(sources="write"), group="admin"
+    ),
+    "source_runs": governed(
+        "GET /v1/kb/{kb_id}/sources/{source_id}/runs", tables=_tables(sources="read"), group="admin"
+    ),
     "source_delete": governed(
         "DELETE /v1/kb/{kb_id}/sources/{source_id}: the source, its runs and its documents",
         tables=_tables(sources="write", kbs="write", documents="write", parents="write"),
         objects={"raw/": _acts("delete", "list")},
         search="write",
+        group="admin",
     ),
     "source_sync": governed(
         "POST /v1/kb/{kb_id}/sources/{source_id}/sync: list, queue what changed, delete what is gone",
@@ -233,6 +240,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         objects={"raw/": _acts("put", "delete", "list")},
         send_to_queue=True,
         search="write",
+        group="admin",
     ),
     "kb_retrieve": governed(
         "POST /v1/kb/{kb_id}/retrieve: embeds the query, hybrid search",
