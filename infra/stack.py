@@ -55,6 +55,7 @@ from infra.constructs.ingestion import Ingestion
 from infra.constructs.layers import Layers, architecture_of
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.search import Search, SearchSettings
+from infra.constructs.sources import SourceSchedule
 from infra.constructs.state import StateRefs
 from infra.constructs.web_hosting import WebHosting
 
@@ -752,6 +753,10 @@ class CitegateStack(Stack):
             removal_policy=config.removal_policy,
             reserved_concurrency=config.ingest_reserved_concurrency,
         )
+        # Scheduled source syncs feed the same queue: they live with ingestion.
+        self.source_schedule = SourceSchedule(
+            ingestion_stack, "SourceSchedule", stage=stage, make_function=self.functions.create
+        )
         by_group: dict[str, list[str]] = {}
         for name in routed_functions():
             by_group.setdefault(group_of(name), []).append(name)
@@ -782,6 +787,7 @@ class CitegateStack(Stack):
         )
         ingestion_functions = {fn.name: fn for fn in self.ingestion.steps.values()}
         ingestion_functions[self.ingestion.consumer.name] = self.ingestion.consumer
+        ingestion_functions[self.source_schedule.function.name] = self.source_schedule.function
         self.monitoring = Monitoring(
             self,
             "Monitoring",

@@ -215,6 +215,33 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         send_to_queue=True,
     ),
     "task_get": governed("GET /v1/tasks/{task_id}", tables=_tables(tasks="read")),
+    "source_create": governed("POST /v1/kb/{kb_id}/sources", tables=_tables(sources="write"), group="admin"),
+    "source_list": governed("GET /v1/kb/{kb_id}/sources", tables=_tables(sources="read"), group="admin"),
+    "source_get": governed(
+        "GET /v1/kb/{kb_id}/sources/{source_id}", tables=_tables(sources="read"), group="admin"
+    ),
+    "source_update": governed(
+        "PATCH /v1/kb/{kb_id}/sources/{source_id}", tables=_tables(sources="write"), group="admin"
+    ),
+    "source_runs": governed(
+        "GET /v1/kb/{kb_id}/sources/{source_id}/runs", tables=_tables(sources="read"), group="admin"
+    ),
+    "source_delete": governed(
+        "DELETE /v1/kb/{kb_id}/sources/{source_id}: the source, its runs and its documents",
+        tables=_tables(sources="write", kbs="write", documents="write", parents="write"),
+        objects={"raw/": _acts("delete", "list")},
+        search="write",
+        group="admin",
+    ),
+    "source_sync": governed(
+        "POST /v1/kb/{kb_id}/sources/{source_id}/sync: list, queue what changed, delete what is gone",
+        memory_mb=1024,
+        tables=_tables(sources="write", kbs="write", documents="write", tasks="write", parents="write"),
+        objects={"raw/": _acts("put", "delete", "list")},
+        send_to_queue=True,
+        search="write",
+        group="admin",
+    ),
     "kb_retrieve": governed(
         "POST /v1/kb/{kb_id}/retrieve: embeds the query, hybrid search",
         memory_mb=2048,
@@ -427,6 +454,23 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         timeout_s=300,
         tables=_tables(documents="read", kbs="read", parents="write"),
         objects={"work/": _acts("get")},
+        search="write",
+    ),
+    "source_scheduler": FunctionSpec(
+        "Scheduled source syncs (EventBridge Scheduler): list each due source, queue what changed "
+        "on the ingestion queue, delete what is gone, audit each sync",
+        memory_mb=1024,
+        timeout_s=900,
+        tables=_tables(
+            sources="read+write",
+            kbs="read+write",
+            documents="write",
+            tasks="write",
+            parents="write",
+            audit="put",
+        ),
+        objects={"raw/": _acts("put", "delete", "list")},
+        send_to_queue=True,
         search="write",
     ),
     "ingest_finalize": FunctionSpec(

@@ -257,6 +257,18 @@ class Monitoring(Construct):
             comparison=at_least,
         )
         alarm(
+            "source-syncs-failed",
+            cloudwatch.Metric(
+                namespace="citegate",
+                metric_name="SourceSyncsFailed",
+                dimensions_map={"service": "citegate"},
+                period=PERIOD,
+                statistic="Sum",
+            ),
+            "A scheduled source sync failed (the source could not be listed, or a backend did not "
+            "answer): its run says why (GET /v1/kb/{kb_id}/sources/{source_id}/runs).",
+        )
+        alarm(
             "ingestion-failed-executions",
             state_machine.metric_failed(period=PERIOD, statistic="Sum"),
             "Ingestion executions failed: the task records the reason (GET /v1/tasks/{task_id}).",

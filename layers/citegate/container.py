@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from citegate.knowledge.embedding.base import Embedder
     from citegate.knowledge.ingest.service import IngestionService
     from citegate.knowledge.search.base import SearchIndex
+    from citegate.knowledge.sources.ports import PageFetcher
+    from citegate.knowledge.sources.service import SourceService
+    from citegate.knowledge.sources.store import SourceStore
     from citegate.knowledge.store.blobs import BlobStore
     from citegate.knowledge.store.documents import DocumentStore
     from citegate.knowledge.store.kbs import KbStore
@@ -277,6 +280,25 @@ class Services:
         from citegate.knowledge.ingest.service import IngestionService
 
         return IngestionService(self)
+
+    @cached_property
+    def sources(self) -> SourceStore:
+        from citegate.knowledge.sources.store import SourceStore
+
+        return SourceStore(self.table(resources.SOURCES))
+
+    @cached_property
+    def source_service(self) -> SourceService:
+        from citegate.knowledge.sources.service import SourceService
+
+        return SourceService(self)
+
+    @cached_property
+    def page_fetcher(self) -> PageFetcher:
+        from citegate.web.crawl import WebPageFetcher
+        from citegate.web.service import WebConfig
+
+        return WebPageFetcher(WebConfig.from_settings(self.settings))
 
     def close(self) -> None:
         index = self.__dict__.get("index")

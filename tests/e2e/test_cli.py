@@ -145,3 +145,44 @@ def test_exit_codes_for_auth_usage_and_unavailable(server: Any, tmp_path: Path) 
         url = "http://127.0.0.1:9"  # the discard port: nothing listens
 
     assert run(Down(), "kb", "list").returncode == 4
+
+
+def test_sources_and_ingest_sync_mirror_a_folder(server_factory: Any, tmp_path: Path) -> None:
+    """`citegate sources add|list|sync|runs` and `citegate ingest FOLDER --sync` (issue 29)."""
+    root = tmp_path / "root"
+    docs = root / "docs"
+    docs.mkdir(parents=True)
+    page = "# {0}\n\n" + "The {0} keeper lights the lamp at dusk and logs the weather. " * 10
+    for name in ("alpha", "beta", "gamma"):
+        (docs / f"{name}.md").write_text(page.format(name))
+    server = server_factory({"CITEGATE_EMBEDDER": "hashing", "CITEGATE_LOCAL_INGEST_ROOT": str(root)}).start()
+    assert run(server, "kb", "create", "Mirror", "--id", "mirror").returncode == 0
+
+    added = run(server, "sources", "add", "docs", "--kb", "mirror", "--folder", str(docs), "--project", "p")
+    assert added.returncode == 0, added.stderr
+    source_id = added.stdout.split("\t")[0]
+    assert source_id.startswith("src_") and "folder" in added.stdout
+    listed = run(server, "sources", "list", "--kb", "mirror")
+    assert source_id in listed.stdout and "on demand" in listed.stdout
+    first = run(server, "sources", "sync", source_id, "--kb", "mirror", "--wait")
+    assert first.returncode == 0, first.stderr
+    assert "succeeded" in first.stdout and "added 3" in first.stdout
+    (docs / "beta.md").unlink()
+    second = run(server, "sources", "sync", source_id, "--kb", "mirror", "--wait", "--json")
+    assert json.loads(second.stdout)["counts"]["deleted"] == 1
+    runs = run(server, "sources", "runs", source_id, "--kb", "mirror")
+    assert runs.returncode == 0 and len(runs.stdout.strip().splitlines()) == 2
+
+    # ingest --sync mirrors a folder without a source: what is gone from it is deleted.
+    assert run(server, "kb", "create", "Plain", "--id", "plain").returncode == 0
+    state = str(tmp_path / "state.json")
+    once = run(server, "ingest", str(docs), "--kb", "plain", "--sync", "--state", state)
+    assert once.returncode == 0 and "ingested 2" in once.stdout, once.stdout + once.stderr
+    (docs / "alpha.md").unlink()
+    twice = run(
+        server, "ingest", str(docs), "--kb", "plain", "--sync", "--state", str(tmp_path / "other.json")
+    )
+    assert twice.returncode == 0, twice.stderr
+    assert "skipped 1" in twice.stdout and "deleted 1 gone from the folder" in twice.stdout, twice.stdout
+    names = [d["source_name"] for d in server.client().get("/v1/kb/plain/documents").json()["documents"]]
+    assert names == ["gamma.md"]

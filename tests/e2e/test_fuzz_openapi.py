@@ -90,6 +90,12 @@ def _seed_resources(client: Any) -> tuple[dict[str, str], dict[str, str]]:
     chat = client.post("/api/v1/agent/chats", json={"title": "fuzz"}).json()
     session = client.post("/answer/sessions", json={}).json()
     issued = client.post("/admin/agents/fuzz-agent/credentials", json={"kind": "token"}).json()
+    # An S3 source whose bucket does not exist: a fuzzed sync records a failed run, reads nothing.
+    source = client.post(
+        "/v1/kb/fuzz/sources",
+        json={"name": "fuzz", "settings": {"kind": "s3", "bucket": "fuzz-no-such-bucket"}},
+    )
+    assert source.status_code == 201, source.text
     known = {
         "kb_id": "fuzz",
         "document_id": accepted["document_id"],
@@ -100,6 +106,7 @@ def _seed_resources(client: Any) -> tuple[dict[str, str], dict[str, str]]:
         "credential_id": issued["credential_id"],
         "principal_key": "agent:fuzz-agent",
         "record_id": "none",
+        "source_id": source.json()["source_id"],
         "group_id": "none",
     }
     return known, {"X-Session-Token": session["sessionToken"]}

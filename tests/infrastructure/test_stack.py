@@ -345,8 +345,26 @@ def test_only_submitters_send_to_the_queue(res: Resources) -> None:
     assert (
         senders
         == {n for n, s in FUNCTION_SPECS.items() if s.send_to_queue}
-        == {"document_ingest", "kb_reindex"}
+        == {"document_ingest", "kb_reindex", "source_sync", "source_scheduler"}
     )
+
+
+def test_the_source_schedule_may_invoke_only_the_scheduler_function(res: Resources) -> None:
+    """EventBridge Scheduler (issue 29): one schedule, its role allowed to invoke one alias."""
+    (schedule,) = of_type(res, "AWS::Scheduler::Schedule").values()
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+    (role,) = [
+        logical
+        for logical, r in of_type(res, "AWS::IAM::Role").items()
+        if "scheduler.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    ]
+    statements = statements_of(res, role)
+    actions = {
+        a for st in statements for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+    }
+    assert statements and actions == {"lambda:InvokeFunction"}
+    assert "source_scheduler" in functions_by_name(res)
+    assert "source-syncs-failed" in json.dumps(of_type(res, "AWS::CloudWatch::Alarm"))
 
 
 def test_authorizer_only_reads_credentials(res: Resources) -> None:

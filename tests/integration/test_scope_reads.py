@@ -367,6 +367,10 @@ MAY_READ_UNSCOPED = {
     "layers/citegate/knowledge/ingest/service.py",
     "layers/citegate/knowledge/ingest/steps.py",
     "layers/citegate/knowledge/ingest/consumer.py",
+    # a source's sync (and deletion) compares the source with every document it brought: a writer
+    # of the knowledge base (the ingest or sources write action), answered with counts, not documents
+    "layers/citegate/knowledge/sources/sync.py",
+    "layers/citegate/knowledge/sources/service.py",
     "layers/citegate/agents/tools.py",  # get_page: the parents of a document read through list_in
     # the chunk viewer: the parents of a document read through get_in
     "layers/citegate/knowledge/document_chunks.py",

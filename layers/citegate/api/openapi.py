@@ -67,6 +67,7 @@ from citegate.knowledge.schemas.retrieval import (
     RetrieveRequest,
     RetrieveResponse,
 )
+from citegate.knowledge.sources.model import CreateSourceRequest, Source, SyncRun, UpdateSourceRequest
 from citegate.platform import errors
 from citegate.web.schemas import WebReadRequest, WebReadResponse, WebSearchRequest, WebSearchResponse
 
@@ -227,6 +228,31 @@ OPERATIONS: dict[str, Op] = {
         202,
     ),
     "task_get": Op(None, Task, "Get an ingestion or reindex task."),
+    "source_create": Op(CreateSourceRequest, Source, "Add a source the knowledge base follows.", 201),
+    "source_list": Op(None, obj(kb_id=STR, sources=array(ref(Source))), "List a knowledge base's sources."),
+    "source_get": Op(None, Source, "Get a source."),
+    "source_update": Op(UpdateSourceRequest, Source, "Change a source (its kind stays)."),
+    "source_delete": Op(
+        None,
+        obj(kb_id=STR, source_id=STR, deleted=obj(documents=INT), kept=INT),
+        "Delete a source and the documents it brought (unless keep_documents).",
+        query=(("keep_documents", BOOL, "Keep its documents (they stay, no longer synced)."),),
+        errors=(409,),
+    ),
+    "source_sync": Op(
+        None,
+        SyncRun,
+        "Sync a source now: new and changed documents queued, gone ones deleted; the run.",
+        errors=(409,),
+    ),
+    "source_runs": Op(
+        None,
+        obj(kb_id=STR, source_id=STR, runs=array(ref(SyncRun))),
+        "A source's latest sync runs, newest first.",
+        query=(
+            ("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, "At most this many."),
+        ),
+    ),
     "me": Op(
         None,
         obj(

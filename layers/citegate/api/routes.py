@@ -78,6 +78,21 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("POST", "/v1/kb/{kb_id}/reindex", "kb_reindex", "rag_reindex", write="ingest"),
     Route("GET", "/v1/tasks/{task_id}", "task_get", "rag_task_status"),
+    # Sources a knowledge base follows (docs/sources.md): managing them is the "sources" write
+    # action, syncing one is "ingest" under its own tool, so the two are granted apart.
+    Route("POST", "/v1/kb/{kb_id}/sources", "source_create", "rag_manage_sources", write="sources"),
+    Route("GET", "/v1/kb/{kb_id}/sources", "source_list", "rag_list_sources"),
+    Route("GET", "/v1/kb/{kb_id}/sources/{source_id}", "source_get", "rag_list_sources"),
+    Route(
+        "PATCH", "/v1/kb/{kb_id}/sources/{source_id}", "source_update", "rag_manage_sources", write="sources"
+    ),
+    Route(
+        "DELETE", "/v1/kb/{kb_id}/sources/{source_id}", "source_delete", "rag_manage_sources", write="sources"
+    ),
+    Route(
+        "POST", "/v1/kb/{kb_id}/sources/{source_id}/sync", "source_sync", "rag_sync_source", write="ingest"
+    ),
+    Route("GET", "/v1/kb/{kb_id}/sources/{source_id}/runs", "source_runs", "rag_list_sources"),
     # Who the caller is and what its policy grants (MCP lists only the tools a caller may use).
     Route("GET", "/v1/me", "me", "me", every_caller=True),
     # Retrieval and evidence-bound answers.

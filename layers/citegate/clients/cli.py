@@ -431,6 +431,9 @@ def _ingest(
     state_file = _state_path(args)
     state = _load_state(state_file)
     done: dict[str, str] = state.setdefault(f"{client.url}|{kb}", {})
+    if getattr(args, "sync", False) and not args.force:
+        # The server's own hashes decide what is unchanged: exact whatever the state file says.
+        done.update(_indexed_hashes(client, kb))
     progress = Progress(len(submissions), enabled=not args.quiet, unit=unit)
     outcome = Ingested(total=len(submissions))
     pending: dict[str, tuple[str, str]] = {}  # name -> (task id, content sha256), in submission order
@@ -495,6 +498,28 @@ def _ingest(
     return outcome
 
 
+def _kb_documents(client: CitegateClient, kb: str) -> list[dict[str, Any]]:
+    documents = _call(client, "GET", f"/v1/kb/{kb}/documents").get("documents") or []
+    return [d for d in documents if isinstance(d, dict)]
+
+
+def _indexed_hashes(client: CitegateClient, kb: str) -> dict[str, str]:
+    return {
+        str(d["source_name"]): str(d.get("content_sha256") or "")
+        for d in _kb_documents(client, kb)
+        if d.get("status") == "indexed"
+    }
+
+
+def _delete_gone(client: CitegateClient, kb: str, names: set[str]) -> list[str]:
+    """`ingest --sync`: delete the knowledge base's documents the folder no longer has (not those a
+    source brings: its own syncs keep them)."""
+    gone = [d for d in _kb_documents(client, kb) if d["source_name"] not in names and not d.get("source_id")]
+    for document in gone:
+        _call(client, "DELETE", f"/v1/kb/{kb}/documents/{document['document_id']}")
+    return sorted(str(d["source_name"]) for d in gone)
+
+
 def _report_failures(outcome: Ingested) -> None:
     for name, reason in outcome.failures:
         print(f"  FAILED {name}: {reason}", file=sys.stderr)
@@ -519,8 +544,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         )
     # --json: one line per file as its task ends ({"type": "file", ...}), then {"type": "summary"}.
     on_file = (lambda f: _print_line({"type": "file", **asdict(f)})) if args.json else None
+    deleted: list[str] = []
     with _client(args, patient=True) as client:
         outcome = _ingest(client, args.kb, submissions, args, unit="files", on_file=on_file)
+        if args.sync:
+            deleted = _delete_gone(client, args.kb, {name for _, name in selection.files})
     failed = len(outcome.failures)
     if args.json:
         _print_line(
@@ -533,15 +561,131 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 "failed": failed,
                 "chunks": outcome.chunks,
                 "left_out": len(selection.skipped),
+                **({"deleted": len(deleted)} if args.sync else {}),
             }
         )
     else:
         print(
             f"ingested {outcome.succeeded}, skipped {outcome.skipped} (unchanged), failed {failed} "
             f"of {outcome.total} file(s) into {args.kb}; {outcome.chunks} chunks"
+            + (f"; deleted {len(deleted)} gone from the folder" if args.sync else "")
         )
     _report_failures(outcome)
     return EXIT_FAILURES if outcome.failures else EXIT_OK
+
+
+# --- sources --------------------------------------------------------------------------------------
+
+
+def _source_settings(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any]
+    if args.folder:
+        settings = {"kind": "folder", "path": str(Path(args.folder).resolve())}
+    elif args.git:
+        settings = {"kind": "git", "url": args.git, "ref": args.ref, "subdir": args.subdir}
+    elif args.website or args.sitemap:
+        settings = {"kind": "website", "start_url": args.website or "", "sitemap_url": args.sitemap or ""}
+        settings.update(prefix=args.url_prefix or "", max_pages=args.max_pages, requests_per_second=args.rate)
+    else:
+        bucket, _, prefix = str(args.s3).removeprefix("s3://").partition("/")
+        settings = {"kind": "s3", "bucket": bucket, "prefix": prefix}
+    for name in ("include", "exclude"):
+        if getattr(args, name):
+            settings[name] = getattr(args, name)
+    for name in ("project", "version", "base_url", "path_prefix", "name_prefix"):
+        if getattr(args, name):
+            settings[name] = getattr(args, name)
+    if args.strip_suffix:
+        settings["strip_suffix"] = True
+    if args.all_files:
+        settings["keep_source_copies"] = True
+    return settings
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    c = run.get("counts") or {}
+    line = (
+        f"{run['run_id']}\t{run['status']}\t{run.get('started_at', '')}\t"
+        f"added {c.get('added', 0)}, changed {c.get('changed', 0)}, unchanged {c.get('unchanged', 0)}, "
+        f"deleted {c.get('deleted', 0)}, failed {c.get('failed', 0)}"
+    )
+    if c.get("requeued"):
+        line += f", requeued {c['requeued']}"
+    if run.get("duration_ms") is not None:
+        line += f"\t{run['duration_ms'] / 1000:.1f}s"
+    return line + (f"\t{run['error']}" if run.get("error") else "")
+
+
+def cmd_sources_add(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"name": args.name, "settings": _source_settings(args)}
+    if args.schedule:
+        body["schedule_minutes"] = args.schedule
+    with _client(args) as client:
+        source = _call(client, "POST", f"/v1/kb/{args.kb}/sources", body)
+    if args.json:
+        _print_json(source)
+    else:
+        print(f"{source['source_id']}\t{source['kind']}\t{source['name']}")
+    return EXIT_OK
+
+
+def cmd_sources_list(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        found = _call(client, "GET", f"/v1/kb/{args.kb}/sources")
+    if args.json:
+        _print_json(found)
+        return EXIT_OK
+    for source in found.get("sources", []):
+        last = source.get("last_run") or {}
+        schedule = (
+            f"every {source['schedule_minutes']} min" if source.get("schedule_minutes") else "on demand"
+        )
+        print(
+            f"{source['source_id']}\t{source['kind']}\t{source['name']}\t{schedule}\t"
+            f"last run: {last.get('status', 'never')} {last.get('finished_at') or ''}".rstrip()
+        )
+    return EXIT_OK
+
+
+def cmd_sources_sync(args: argparse.Namespace) -> int:
+    with _client(args, patient=True) as client:
+        run = _call(client, "POST", f"/v1/kb/{args.kb}/sources/{args.source_id}/sync")
+        failed_tasks = 0
+        if args.wait and run.get("task_ids"):
+            deadline = time.monotonic() + args.timeout
+            pending = list(run["task_ids"])
+            while pending and time.monotonic() < deadline:
+                task = _call(client, "GET", f"/v1/tasks/{pending[0]}")
+                if task["status"] in ("succeeded", "failed"):
+                    failed_tasks += task["status"] == "failed"
+                    pending.pop(0)
+                else:
+                    time.sleep(0.25)
+            if pending:
+                print(
+                    f"citegate: {len(pending)} ingestion(s) still running after {args.timeout:.0f}s",
+                    file=sys.stderr,
+                )
+    if args.json:
+        _print_json(run)
+    else:
+        print(_run_line(run))
+        for failure in run.get("failures") or []:
+            print(f"  FAILED {failure['name']}: {failure['reason']}", file=sys.stderr)
+    if run["status"] != "succeeded" or failed_tasks:
+        return EXIT_FAILURES
+    return EXIT_OK
+
+
+def cmd_sources_runs(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        found = _call(client, "GET", f"/v1/kb/{args.kb}/sources/{args.source_id}/runs?limit={args.limit}")
+    if args.json:
+        _print_json(found)
+        return EXIT_OK
+    for run in found.get("runs", []):
+        print(_run_line(run))
+    return EXIT_OK
 
 
 # --- evaluation -----------------------------------------------------------------------------------
@@ -733,9 +877,64 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also send the source copies of rendered pages (Sphinx _sources/, x.txt beside x.html)",
     )
+    ingest.add_argument(
+        "--sync",
+        action="store_true",
+        help="mirror the folder: skip what the server holds unchanged, delete documents gone from it",
+    )
     _ingest_options(ingest, timeout=600)
     _connection_options(ingest)
     ingest.set_defaults(run=cmd_ingest)
+
+    sources = commands.add_parser("sources", help="sources a knowledge base follows (docs/sources.md)")
+    source_commands = sources.add_subparsers(dest="sources_command", required=True)
+    add = source_commands.add_parser("add", help="add a folder, Git repository, website or S3 source")
+    add.add_argument("name")
+    add.add_argument("--kb", required=True, help="knowledge base id")
+    kind = add.add_mutually_exclusive_group(required=True)
+    kind.add_argument(
+        "--folder", metavar="PATH", help="a local folder (local runtime, inside CITEGATE_LOCAL_INGEST_ROOT)"
+    )
+    kind.add_argument("--git", metavar="URL", help="a Git clone URL (locally also file:// or a path)")
+    kind.add_argument("--website", metavar="URL", help="crawl from this start URL")
+    kind.add_argument("--sitemap", metavar="URL", help="the pages of this sitemap")
+    kind.add_argument("--s3", metavar="s3://BUCKET/PREFIX", help="the objects under an S3 prefix")
+    add.add_argument("--ref", default="HEAD", help="git: branch, tag or commit")
+    add.add_argument("--subdir", default="", help="git: the folder of the repository to follow")
+    add.add_argument(
+        "--url-prefix", help="website: follow links under this URL (default: the start URL's folder)"
+    )
+    add.add_argument("--max-pages", type=int, default=1000)
+    add.add_argument("--rate", type=float, default=5.0, help="website: requests per second")
+    add.add_argument("--include", action="append", metavar="GLOB")
+    add.add_argument("--exclude", action="append", metavar="GLOB")
+    add.add_argument("--all-files", action="store_true", help="keep source copies of rendered pages")
+    add.add_argument("--project", help="metadata project of its documents")
+    add.add_argument("--version", help="metadata version (git: the ref by default)")
+    add.add_argument("--base-url", help="page URL = base URL + path in the source")
+    add.add_argument("--strip-suffix", action="store_true", help="drop .md/.html from page URLs")
+    add.add_argument("--path-prefix", help="metadata path = this prefix + path in the source")
+    add.add_argument("--name-prefix", help="document names = this prefix + path in the source")
+    add.add_argument("--schedule", type=int, metavar="MINUTES", help="sync by itself every MINUTES (>= 5)")
+    _connection_options(add)
+    add.set_defaults(run=cmd_sources_add)
+    source_list = source_commands.add_parser("list", help="a knowledge base's sources")
+    source_list.add_argument("--kb", required=True)
+    _connection_options(source_list)
+    source_list.set_defaults(run=cmd_sources_list)
+    sync = source_commands.add_parser("sync", help="sync a source now")
+    sync.add_argument("source_id")
+    sync.add_argument("--kb", required=True)
+    sync.add_argument("--wait", action="store_true", help="wait for the queued ingestions to finish")
+    sync.add_argument("--timeout", type=float, default=1800)
+    _connection_options(sync)
+    sync.set_defaults(run=cmd_sources_sync)
+    runs = source_commands.add_parser("runs", help="a source's latest sync runs")
+    runs.add_argument("source_id")
+    runs.add_argument("--kb", required=True)
+    runs.add_argument("--limit", type=int, default=20)
+    _connection_options(runs)
+    runs.set_defaults(run=cmd_sources_runs)
 
     ask = commands.add_parser("ask", help="ask a question; an answer with numbered citations")
     ask.add_argument("question")

@@ -85,6 +85,9 @@ CHATS = TableShape(
     indexes=(IndexShape("by_updated", "owner_key", "updated_sk"),),
 )
 
+# Knowledge-base sources ("source#<id>") and their sync runs ("run#<source id>#<started>#<run id>"),
+# under their knowledge base; the source item holds the sync lease (citegate.knowledge.sources.store).
+SOURCES = TableShape("sources", "kb_id", "sk")
 # Insights (citegate.insights): question signals derived from audit records (`{tenant}#signal`, by
 # time, with the audit's TTL), gap groups (`{tenant}#group`) and the grouping's state (`{tenant}#state`).
 INSIGHTS = TableShape("insights", "pk", "sk", ttl_attribute="expires_at")
@@ -104,6 +107,7 @@ TABLES: tuple[TableShape, ...] = (
     FEEDBACK,
     WEB_CACHE,
     CHATS,
+    SOURCES,
     INSIGHTS,
 )
 # Audit records' retention unless CITEGATE_AUDIT_RETENTION_DAYS says otherwise (Settings.audit_ttl_days).

@@ -110,6 +110,9 @@ class Settings(BaseModel):
     # `file_path` ingestion is local-only and confined to this folder (unset: refused).
     local_ingest_root: Path | None = Field(None, alias="CITEGATE_LOCAL_INGEST_ROOT")
     upload_url_ttl_seconds: int = Field(900, alias="CITEGATE_UPLOAD_URL_TTL")
+    # How often `citegate serve` looks for sources whose schedule is due (EventBridge Scheduler's
+    # rate in AWS is infra's SCHEDULE_MINUTES).
+    local_scheduler_seconds: float = Field(30.0, gt=0, alias="CITEGATE_LOCAL_SCHEDULER_SECONDS")
     # Per-document S3 and DynamoDB calls an ingestion step makes at once. Unset: 8 on AWS, where
     # each call waits on the network; 1 locally, where the embedded endpoint serves the calls in
     # this same process and concurrent ones only take turns for the GIL (measured slower).

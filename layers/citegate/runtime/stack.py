@@ -21,6 +21,7 @@ from citegate.runtime.aws_endpoint import EmbeddedAws
 from citegate.runtime.imports import serialize_imports
 from citegate.runtime.poller import QueuePoller
 from citegate.runtime.provision import provision
+from citegate.runtime.scheduler import SourceScheduler
 from citegate.runtime.ttl import AuditOverflow, TtlSweeper
 
 LOCAL_CREDENTIALS = {
@@ -84,6 +85,7 @@ class LocalStack:
     services: Services | None = None
     poller: QueuePoller | None = None
     sweeper: TtlSweeper | None = None
+    scheduler: SourceScheduler | None = None
     info: dict[str, Any] = field(default_factory=dict)
     data_lock: DataRootLock | None = None
 
@@ -141,6 +143,9 @@ class LocalStack:
             dynamodb = session.client("dynamodb")
             self.sweeper = TtlSweeper(dynamodb, self.settings.stage, audit_overflow=overflow)
             self.sweeper.start()
+            # EventBridge Scheduler's part: the sources whose schedule is due are synced.
+            self.scheduler = SourceScheduler(self.settings.local_scheduler_seconds)
+            self.scheduler.start()
         return self
 
     def warm_up(self) -> threading.Thread:
@@ -183,6 +188,8 @@ class LocalStack:
             self.poller.stop()
         if self.sweeper:
             self.sweeper.stop()
+        if self.scheduler:
+            self.scheduler.stop()
         set_services(None)
         if self.aws:
             self.aws.stop()

@@ -172,9 +172,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     static_origin = f"http://127.0.0.1:{httpd.server_address[1]}"
     issuer = LoginIssuer("alice").start()
+    ingest_root = tmp_path_factory.mktemp("console-sources")
     server = Server(
         tmp_path_factory.mktemp("console") / "data",
         {
+            "CITEGATE_LOCAL_INGEST_ROOT": str(ingest_root),
             "CITEGATE_ALLOWED_ORIGINS": static_origin,
             "CITEGATE_ANONYMOUS_IP_RATE_LIMIT": "1000",
             "CITEGATE_OIDC_ISSUER": issuer.url,
@@ -188,6 +190,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "console": f"{server.url}/console/",
             "static_console": f"{static_origin}/",
             "issuer": issuer,
+            "ingest_root": ingest_root,
         }
     finally:
         if server.process is not None:
@@ -326,6 +329,56 @@ def test_a_revoked_credential_signs_the_console_out(stack: dict[str, Any], brows
     page.get_by_label("Bearer token").wait_for()
     assert page.evaluate("sessionStorage.length") == 0
     context.close()
+
+
+def test_an_operator_follows_a_folder_from_the_sources_tab(stack: dict[str, Any], browser: Any) -> None:
+    """The sources tab of a knowledge base (issue 29): add a folder source, sync it now, read its
+    runs with their counts; a file deleted from the folder leaves the knowledge base on the next sync."""
+    from playwright.sync_api import expect
+
+    folder = Path(stack["ingest_root"]) / "handbook"
+    folder.mkdir()
+    text = "# {0}\n\n" + "The {0} chapter explains how the keeper logs the weather each night. " * 8
+    for name in ("tides", "storms"):
+        (folder / f"{name}.md").write_text(text.format(name))
+    with _api(stack) as admin:
+        assert admin.post("/v1/kb", json={"kb_id": "console-sources", "name": "Handbook"}).status_code == 201
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.on("dialog", lambda dialog: dialog.accept())
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    violations: dict[str, list[dict[str, Any]]] = {}
+    page.goto(stack["console"])
+    page.get_by_label("Bearer token").fill(TOKEN)
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    page.get_by_text("Signed in as service:rag-service").wait_for()
+    page.goto(stack["console"] + "#/kb/console-sources")
+    page.get_by_role("link", name="Sources", exact=True).click()
+    page.get_by_role("heading", name="Sources of console-sources").wait_for()
+    page.get_by_text("No sources yet.").wait_for()
+    page.get_by_label("Source name").fill("handbook")
+    page.get_by_label("Kind").select_option("folder")
+    page.get_by_label("Folder").fill(str(folder))
+    page.get_by_role("button", name="Add source").click()
+    page.get_by_role("status").filter(has_text="Added source handbook").wait_for()
+    page.get_by_role("button", name="Sync now handbook").click()
+    page.get_by_role("status").filter(has_text="Synced handbook: succeeded, 2 added").wait_for()
+    expect(page.locator("tr.run")).to_have_count(1)
+    assert "2 added, 0 changed, 0 unchanged, 0 deleted" in page.locator("tr.run").first.inner_text()
+    (folder / "storms.md").unlink()
+    page.get_by_role("button", name="Sync now handbook").click()
+    page.get_by_role("status").filter(has_text="1 unchanged, 1 deleted").wait_for()
+    expect(page.locator("tr.run")).to_have_count(2)
+    _screen(page, "sources", violations)
+    with _api(stack) as admin:
+        names = [d["source_name"] for d in admin.get("/v1/kb/console-sources/documents").json()["documents"]]
+    assert names == ["tides.md"]
+    context.close()
+    assert errors == [], errors
+    bad = {k: [v for v in found if v["impact"] in ("serious", "critical")] for k, found in violations.items()}
+    assert not any(bad.values()), f"axe-core: serious or critical violations: {json.dumps(bad, indent=1)}"
 
 
 def _operator_session(

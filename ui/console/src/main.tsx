@@ -7,6 +7,7 @@ import { SignIn, type ConsoleConfig } from "./views/signin";
 import { KnowledgeBases } from "./views/kbs";
 import { KnowledgeBaseDetail } from "./views/documents";
 import { ChunkViewer } from "./views/chunks";
+import { Sources } from "./views/sources";
 import { Playground } from "./views/playground";
 import { Feedback } from "./views/feedback";
 import { Insights } from "./views/insights";
@@ -40,6 +41,7 @@ function Screen({ hash, api }: { hash: string; api: Api }) {
   switch (parts[0]) {
     case "kb":
       if (parts[2] === "doc" && parts[3]) return <ChunkViewer api={api} kbId={parts[1]} documentId={parts[3]} />;
+      if (parts[2] === "sources") return <Sources api={api} kbId={parts[1]} />;
       return <KnowledgeBaseDetail api={api} kbId={parts[1]} />;
     case "playground":
       return <Playground api={api} initialKb={new URLSearchParams(query).get("kb") ?? ""} />;

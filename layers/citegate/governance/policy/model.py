@@ -14,8 +14,10 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, Field, model_validator
 
+# "sources": create, change and delete a knowledge base's sources; syncing one is "ingest" (what a
+# sync writes is documents), so an agent may be let sync sources it cannot create (docs/sources.md).
 # "insights": marking a gap group fixed (citegate.insights; the tool `insights` reads the gaps).
-WriteAction = Literal["ingest", "kb_admin", "feedback", "improvement_task", "insights", "admin"]
+WriteAction = Literal["ingest", "kb_admin", "feedback", "improvement_task", "insights", "admin", "sources"]
 ANY = "*"
 
 

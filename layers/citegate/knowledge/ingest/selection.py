@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
-__all__ = ["INGEST_SUFFIXES", "Selection", "SelectionError", "select_files"]
+__all__ = ["INGEST_SUFFIXES", "Selection", "SelectionError", "select_files", "select_names"]
 
 INGEST_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".text", ".pdf", ".html", ".htm"})
 _PAGE_SUFFIXES = (".html", ".htm")
@@ -80,6 +80,44 @@ def _folder(root: Path) -> list[tuple[Path, str]]:
     return found
 
 
+def ingestible(name: str) -> bool:
+    """A name a folder ingest reads: a readable suffix, no hidden part (.git/, .DS_Store)."""
+    path = PurePosixPath(name)
+    return path.suffix.lower() in INGEST_SUFFIXES and not any(p.startswith(".") for p in path.parts)
+
+
+def select_names(
+    names: Sequence[str],
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    keep_source_copies: bool = False,
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """`select_files` on names alone (relative POSIX paths): (taken, [(name, why skipped)]).
+    Sources (citegate.knowledge.sources) list a Git tree or an S3 prefix this way, unread."""
+    taken: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    candidates = []
+    for name in names:
+        if include and not _matches(name, include):
+            skipped.append((name, SKIPPED_NOT_INCLUDED))
+        elif exclude and _matches(name, exclude):
+            skipped.append((name, SKIPPED_EXCLUDED))
+        else:
+            candidates.append(name)
+    pages = frozenset(
+        str(PurePosixPath(name).with_suffix(""))
+        for name in candidates
+        if PurePosixPath(name).suffix.lower() in _PAGE_SUFFIXES
+    )
+    for name in candidates:
+        if not keep_source_copies and _is_source_copy(name, pages):
+            skipped.append((name, SKIPPED_SOURCE_COPY))
+        else:
+            taken.append(name)
+    return taken, skipped
+
+
 def select_files(
     paths: Sequence[str | Path],
     *,
@@ -97,22 +135,10 @@ def select_files(
             continue
         if not root.is_dir():
             raise SelectionError(f"no such file or folder: {given}")
-        candidates = []
-        for file, name in _folder(root):
-            if include and not _matches(name, include):
-                selection.skipped.append((name, SKIPPED_NOT_INCLUDED))
-            elif exclude and _matches(name, exclude):
-                selection.skipped.append((name, SKIPPED_EXCLUDED))
-            else:
-                candidates.append((file, name))
-        pages = frozenset(
-            str(PurePosixPath(name).with_suffix(""))
-            for _, name in candidates
-            if PurePosixPath(name).suffix.lower() in _PAGE_SUFFIXES
+        files = dict((name, file) for file, name in _folder(root))
+        taken, skipped = select_names(
+            list(files), include=include, exclude=exclude, keep_source_copies=keep_source_copies
         )
-        for file, name in candidates:
-            if not keep_source_copies and _is_source_copy(name, pages):
-                selection.skipped.append((name, SKIPPED_SOURCE_COPY))
-            else:
-                selection.files.append((file, name))
+        selection.skipped.extend(skipped)
+        selection.files.extend((files[name], name) for name in taken)
     return selection

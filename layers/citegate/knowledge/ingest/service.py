@@ -14,7 +14,7 @@ import json
 import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from citegate.knowledge.ingest.parsing import SUPPORTED_MIME_TYPES, ParseError, detect_mime_type
 from citegate.knowledge.schemas.documents import (
@@ -113,8 +113,41 @@ class IngestionService:
         source = self._read_source(kb, request)
         if not source.data.strip():
             raise InvalidRequest("the document is empty", details={"field": request.source_field})
-        mime_type = submitted_type(source)
+        accepted = self.accept(
+            kb,
+            source,
+            title=request.title or "",
+            metadata=request.metadata.model_dump(exclude_defaults=False),
+        )
+        logger.info(
+            "document accepted",
+            extra={
+                "kb_id": kb.kb_id,
+                "document_id": accepted.document_id,
+                "task_id": accepted.task.task_id,
+                "caller": caller.id,
+            },
+        )
+        return accepted
 
+    def accept(
+        self,
+        kb: KnowledgeBase,
+        source: Source,
+        *,
+        title: str = "",
+        metadata: dict[str, Any] | None = None,
+        origin: dict[str, Any] | None = None,
+        enqueue: bool = True,
+        previous: DocumentRecord | Literal["unread"] | None = "unread",
+    ) -> Accepted:
+        """Store the document and its task, replacing any earlier version of the same source name.
+
+        `origin` is what a source (citegate.knowledge.sources) records on the document: its id and
+        the revision it was read at. With `enqueue=False` the caller hands the task to the queue
+        itself (`enqueue_many`), several at a time. `previous`: the document's record as the caller
+        just read it (None: there is none), saving a read per document."""
+        mime_type = submitted_type(source)
         document_id = ids.document_id(kb.kb_id, source.source_name)
         sha256 = hashlib.sha256(source.data).hexdigest()
         key = raw_key(kb.kb_id, document_id, sha256)
@@ -127,9 +160,8 @@ class IngestionService:
             created_at=now,
             updated_at=now,
         )
-        metadata = request.metadata.model_dump(exclude_defaults=False)
-        title = request.title or ""
-        previous = self._s.documents.find(kb.kb_id, document_id)
+        if previous == "unread":
+            previous = self._s.documents.find(kb.kb_id, document_id)
 
         self._s.blobs.put(key, source.data, mime_type)
         self._s.tasks.create(task)
@@ -147,9 +179,10 @@ class IngestionService:
             # What is indexed until this ingestion replaces it (and tells indexing to look for
             # stale parents: a document never indexed has none).
             counts=previous.counts if previous else TaskCounts(),
-            metadata=metadata,
+            metadata=metadata or {},
             created_at=previous.created_at if previous else now,
             updated_at=now,
+            **(origin or {}),
         )
         if self._s.documents.put(record):
             self._s.kbs.add_documents(kb.kb_id, 1)
@@ -157,17 +190,29 @@ class IngestionService:
             self._s.blobs.delete_prefix(previous.raw_key)
         if source.upload_key:
             self._s.blobs.delete_prefix(source.upload_key)
-        self._enqueue(task)
-        logger.info(
-            "document accepted",
-            extra={
-                "kb_id": kb.kb_id,
-                "document_id": document_id,
-                "task_id": task.task_id,
-                "caller": caller.id,
-            },
-        )
+        if enqueue:
+            self._enqueue(task)
         return Accepted(task, document_id)
+
+    def enqueue_many(self, task_ids: list[str]) -> None:
+        """Hand tasks to the ingestion queue, ten to a request; StorageUnavailable if it refuses
+        any (their records stay queued: a source's next sync hands them over again)."""
+        sqs = self._s.aws.sqs
+        for start in range(0, len(task_ids), 10):
+            group = task_ids[start : start + 10]
+            try:
+                response = sqs.send_message_batch(
+                    QueueUrl=self._s.ingest_queue_url,
+                    Entries=[
+                        {"Id": str(i), "MessageBody": json.dumps({"task_id": task_id})}
+                        for i, task_id in enumerate(group)
+                    ],
+                )
+            except Exception as error:
+                raise StorageUnavailable(f"the ingestion queue is unavailable: {error}") from error
+            if response.get("Failed"):
+                reason = response["Failed"][0].get("Message") or "refused"
+                raise StorageUnavailable(f"the ingestion queue refused a message: {reason}")
 
     def create_upload(self, kb: KnowledgeBase, request: UploadRequest) -> dict[str, Any]:
         upload_id = ids.new_upload_id()
@@ -243,13 +288,19 @@ class IngestionService:
         return task.model_copy(update={"status": status, "counts": counts, "error": error})
 
     def delete_document(self, kb_id: str, document_id: str) -> dict[str, Any]:
-        """Remove a document everywhere: record first (so running steps stop), then chunks, parents, files."""
+        """Remove a document everywhere: the record is marked first (so running steps stop: their
+        task is no longer the document's), then chunks, parents and files go, the record last.
+        Stopped midway, the marked record is still there to say what is left to remove, and a
+        source's next sync (or this call again) finishes it."""
         record = self._s.documents.get(kb_id, document_id)
-        if self._s.documents.delete(kb_id, document_id):
-            self._s.kbs.add_documents(kb_id, -1)
+        self._s.documents.update_if_current(
+            kb_id, document_id, record.task_id, {"status": "deleting", "task_id": ids.new_task_id()}
+        )
         chunks = self._s.index.delete_document(kb_id, document_id)
         parents = self._s.parents.delete_document(kb_id, document_id)
         files = self._s.blobs.delete_prefix(f"raw/{kb_id}/{document_id}/")
+        if self._s.documents.delete(kb_id, document_id):
+            self._s.kbs.add_documents(kb_id, -1)
         return {
             "kb_id": kb_id,
             "document_id": document_id,

@@ -101,10 +101,15 @@ class DocumentRecord(BaseModel):
     raw_key: str = ""
     # queued until its latest ingestion (task_id) finishes: the task says when it is running.
     # "running" is only read back from records written before the workflow stopped setting it.
-    status: Literal["queued", "running", "indexed", "failed"] = "queued"
+    # "deleting": a delete began (DELETE, or a source's sync) and the record goes last.
+    status: Literal["queued", "running", "indexed", "failed", "deleting"] = "queued"
     task_id: str = ""
     counts: TaskCounts = Field(default_factory=TaskCounts)
     metadata: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     created_at: str
     updated_at: str
+    # A source's documents (citegate.knowledge.sources): which source, and the revision it was read
+    # at (an S3 or HTTP ETag, a Git blob id), so an unchanged one is known without reading it.
+    source_id: str | None = None
+    source_revision: str | None = None

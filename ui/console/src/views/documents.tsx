@@ -156,6 +156,9 @@ export function KnowledgeBaseDetail({ api, kbId }: { api: Api; kbId: string }) {
           >
             Reindex all
           </button>
+          <a class="button secondary" href={`#/kb/${enc(kbId)}/sources`}>
+            Sources
+          </a>
           <a class="button secondary" href={`#/playground?kb=${enc(kbId)}`}>
             Open in playground
           </a>

@@ -1,0 +1,1 @@
+"""Sources: a knowledge base that follows a folder, a Git repository, a website or an S3 prefix."""
