@@ -66,6 +66,7 @@ def setup(client: TestClient) -> dict[str, Any]:
         asked.append(reply.json())
     return {
         "kb": kb,
+        "other": other,
         "client": client,
         "asker": asker,
         "viewer": viewer,
@@ -239,3 +240,14 @@ def test_a_view_during_another_refresh_shows_the_questions_not_yet_grouped(
     folded = viewer.get(GAPS).json()
     assert folded["refresh"]["seen"] >= 1 and folded["ungrouped"] == 0
     assert _group(folded, question)["count"] == 1
+
+
+def test_a_like_question_of_another_knowledge_base_is_that_knowledge_bases_gap(setup: dict[str, Any]) -> None:
+    """Groups are per knowledge base: the same question declined on a base the viewer cannot read
+    neither joins the viewer's group nor keeps the viewer from acting on it."""
+    elsewhere = _principal(setup["client"], {"tools": ["ask"], "knowledge_bases": [setup["other"]]})
+    assert elsewhere.post("/agent/tools/ask", json={"question": LOGO}).status_code == 200
+    viewer: TestClient = setup["viewer"]
+    logo = _group(viewer.get(GAPS).json(), LOGO)
+    assert logo["knowledgeBases"] == [setup["kb"]]
+    assert viewer.post(f"{GAPS}/{logo['groupId']}/improvement_task").status_code == 200

@@ -214,18 +214,27 @@ def refresh(s: InsightsSources, tenant_id: str) -> Refreshed:
     return done
 
 
+def _kb_key(record: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(sorted(record.get("kbs") or []))
+
+
 def _fold(s: InsightsSources, tenant_id: str, pending: list[dict[str, Any]], done: Refreshed) -> None:
     store = s.insights
     items = {g["sk"]: g for g in store.groups(tenant_id) if g.get("centroid")}
-    grouper = Grouper(
-        s.settings.insights_threshold,
-        [Centroid(gid, decode(g["centroid"]), int(g.get("members") or 1)) for gid, g in items.items()],
-    )
+    # Groups are per set of knowledge bases: a reader of one knowledge base sees, and may act on, a
+    # group whole; a like question asked of another knowledge base is another knowledge base's gap.
+    threshold = s.settings.insights_threshold
+    groupers: dict[tuple[str, ...], Grouper] = {}
+    for gid, g in items.items():
+        groupers.setdefault(_kb_key(g), Grouper(threshold)).centroids.append(
+            Centroid(gid, decode(g["centroid"]), int(g.get("members") or 1))
+        )
     vectors = embed_questions(s.embedder, (str(sig["question"]) for sig in pending))
     touched: dict[str, dict[str, Any]] = {}
     marks: list[tuple[str, str, str | None]] = []
     for signal, vector in zip(pending, vectors, strict=True):
         done.seen += 1
+        grouper = groupers.setdefault(_kb_key(signal), Grouper(threshold))
         if not signal.get("gap"):
             found, _ = grouper.place(vector)
             if found is not None:
@@ -244,7 +253,7 @@ def _fold(s: InsightsSources, tenant_id: str, pending: list[dict[str, Any]], don
         item["kbs"] = sorted(set(item.get("kbs") or []) | set(signal.get("kbs") or []))
         item["samples"] = _sample(item.get("samples") or [], str(signal["question"]))
         marks.append((signal["sk"], group.group_id, group.group_id))
-    centroids = {c.group_id: c for c in grouper.centroids if c.changed}
+    centroids = {c.group_id: c for g in groupers.values() for c in g.centroids if c.changed}
     for gid, item in touched.items():
         c = centroids[gid]
         fields = {
