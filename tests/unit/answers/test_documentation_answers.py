@@ -427,7 +427,7 @@ CMDLINE_PAGE = "1. Command line and environment"
 
 
 def test_the_entry_headed_by_the_option_asked_about_answers_in_words_of_its_own() -> None:
-    """"What does running python with the -O flag do?" shares no word with "Remove assert statements
+    """ "What does running python with the -O flag do?" shares no word with "Remove assert statements
     ...", the description under the heading `-O`; the manual's structure says it is the answer, and
     a mention of -O elsewhere ("a slight speed up when Python is run without -O") is not."""
     entry = """may be imposed to prevent the user from injecting malicious code.
