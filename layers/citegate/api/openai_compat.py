@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from citegate.answers.answer_api import Asked
     from citegate.answers.ports import AnswerApi
     from citegate.governance.calls import Authorized
+    from citegate.governance.ports import Governing
 
 OWNER = "citegate"
 _MARKER = re.compile(r"\[(\d+)\]")
@@ -150,6 +151,14 @@ def model_list(models: Sequence[AskableModel]) -> dict[str, Any]:
             for m in models
         ],
     }
+
+
+def models_reply(s: Governing, call: Authorized) -> dict[str, Any]:
+    """GET /v1/models: served by its own function and, in AWS, by the chat completions' streaming
+    twin too (routes.Route.stream_twin), so both share one base URL."""
+    from citegate.answers.conversation import askable_models
+
+    return model_list(askable_models(s, call))
 
 
 def base_url_of(headers: Mapping[str, str]) -> str:
