@@ -147,6 +147,7 @@ def model_list(models: Sequence[AskableModel]) -> dict[str, Any]:
                 "name": m.name,
                 "description": m.description,
                 "knowledge_base": m.kb_id,
+                "scope": m.scope or None,
             }
             for m in models
         ],
@@ -312,11 +313,12 @@ class Exchange:
     ) -> None:
         from citegate.answers.conversation import kb_of_model
 
-        self.s, self.call, self.request = s, call, request
+        self.s, self.request = s, request
         self.request_id, self.base_url = request_id, base_url
         self.conversation = conversation_of(request.messages)
-        # The model's knowledge bases are checked before anything is answered or streamed.
-        self.kb_ids = kb_of_model(s, call, request.model)
+        # The model's knowledge bases and answer scope are checked before anything is answered or
+        # streamed; the call is narrowed to that scope (never widened).
+        self.kb_ids, self.call = kb_of_model(s, call, request.model)
         self.id = f"chatcmpl-{request_id or int(time.time() * 1000)}"
         self.created = int(time.time())
 
