@@ -75,7 +75,9 @@ def test_one_base_url_lists_models_and_streams(twin_url: str, planets: str, stac
     last = chunks[-1]
     assert last.choices[0].finish_reason == "stop" and extra(last, "citations")
     assert last.choices[0].delta.model_extra and last.choices[0].delta.model_extra["annotations"]
-    whole = client.chat.completions.create(model="citegate", messages=ask("What colour is Mars?"))
+    whole = client.chat.completions.create(
+        model=f"citegate/{planets}", messages=ask("What colour is the surface of Mars?")
+    )
     assert extra(whole, "citations")
 
 
