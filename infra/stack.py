@@ -20,6 +20,7 @@ Configuration comes from CDK context (cdk.json or `-c key=value`); see `Citegate
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ CONTEXT_FIELDS: frozenset[str] = frozenset(
         "bedrock_embedding_model_id",
         "bedrock_region",
         "bedrock_profile_regions",
+        "bedrock_chat_model_ids",
         "github_repository",
         "github_token_secret",
         "oidc_issuer",
@@ -217,6 +219,9 @@ class CitegateConfig:
     bedrock_embedding_model_id: str | None = None
     bedrock_region: str | None = None
     bedrock_profile_regions: tuple[str, ...] = ()
+    # More Bedrock models a caller may pick in chats and /api/v2/query (CITEGATE_CHAT_MODELS), by
+    # IAM like bedrock_model_id, whichever provider answers: ids, inference profiles or ARNs.
+    bedrock_chat_model_ids: tuple[str, ...] = ()
     # Feedback sink: GitHub issues in "owner/repo", with a token secret.
     github_repository: str | None = None
     github_token_secret: SecretRef | None = None
@@ -335,6 +340,7 @@ class CitegateConfig:
             bedrock_embedding_model_id=bedrock["bedrock_embedding_model_id"],
             bedrock_region=bedrock["bedrock_region"],
             bedrock_profile_regions=bedrock["bedrock_profile_regions"],
+            bedrock_chat_model_ids=bedrock["bedrock_chat_model_ids"],
             llm_verify_citations=_bool(ctx("llm_verify_citations", False)),
             llm_api_key_secret=_secret(ctx("llm_api_key_secret")),
             embedding_api_key_secret=_secret(ctx("embedding_api_key_secret")),
@@ -423,6 +429,9 @@ def bedrock_settings(ctx: Any, embedder: str) -> dict[str, Any]:
         "bedrock_embedding_model_id": embedding_model,
         "bedrock_region": ctx("bedrock_region"),
         "bedrock_profile_regions": _list(ctx("bedrock_profile_regions")),
+        "bedrock_chat_model_ids": tuple(
+            dict.fromkeys(m for m in _list(ctx("bedrock_chat_model_ids")) if m != model)
+        ),
         "embedding_dimension": dimension,
     }
 
@@ -573,6 +582,8 @@ class Functions:
                 env["CITEGATE_BEDROCK_REGION"] = self.config.bedrock_region
             if self.config.llm_verify_citations:
                 env["CITEGATE_LLM_VERIFY_CITATIONS"] = "true"
+        if picks_chat_model(name, spec) and self.config.bedrock_chat_model_ids:
+            env["CITEGATE_CHAT_MODELS"] = bedrock_chat_models(self.config)
         if "write" in spec.tables.get("feedback", frozenset()) and self.config.github_repository:
             env["CITEGATE_GITHUB_REPOSITORY"] = self.config.github_repository
         # Who writes audit records sets their TTL from it (DynamoDB's TTL then deletes them).
@@ -630,7 +641,7 @@ class Functions:
         )
         for secret in secrets.values():
             grant_secret_value(function, secret.policy_resource(function))
-        _grant_bedrock(self.config, function, spec)
+        _grant_bedrock(self.config, function, spec, name)
         function.grant_resources(
             tables=state.tables,
             bucket=state.bucket,
@@ -643,15 +654,38 @@ class Functions:
         return function
 
 
-def _grant_bedrock(config: CitegateConfig, function: EndpointFunction, spec: FunctionSpec) -> None:
+# Spec 001's chats and spec 003's query: the routes whose caller picks a chat model by id.
+CHAT_MODEL_TOOLS = frozenset({"chat", "query_v2"})
+
+
+def picks_chat_model(name: str, spec: FunctionSpec) -> bool:
+    """A function (or its streaming twin) that lists or uses the chat models a caller may pick."""
+    base = name.removesuffix("_stream") if spec.entry == "stream" else name
+    return any(r.function == base and r.tool in CHAT_MODEL_TOOLS for r in routes.ROUTES)
+
+
+def bedrock_chat_models(config: CitegateConfig) -> str:
+    """CITEGATE_CHAT_MODELS for the Bedrock chat models (citegate.agents.models.configured_model)."""
+    region = {"region": config.bedrock_region} if config.bedrock_region else {}
+    return json.dumps(
+        [{"id": m, "provider": "bedrock", **region} for m in config.bedrock_chat_model_ids],
+        separators=(",", ":"),
+    )
+
+
+def _grant_bedrock(config: CitegateConfig, function: EndpointFunction, spec: FunctionSpec, name: str) -> None:
     """Bedrock models by IAM: the answering model for the functions that answer (Converse and
-    ConverseStream), the embedding model for those that embed (InvokeModel only)."""
+    ConverseStream), the chat models a caller may pick for those of them that take one, the
+    embedding model for those that embed (InvokeModel only)."""
     region = config.bedrock_region or Stack.of(function).region
     regions = config.bedrock_profile_regions
     if "answering" in spec.layers and config.llm_provider == "bedrock" and config.bedrock_model_id:
         bedrock.grant_invoke(
             function, config.bedrock_model_id, region=region, profile_regions=regions, stream=True
         )
+    if "answering" in spec.layers and picks_chat_model(name, spec):
+        for model_id in config.bedrock_chat_model_ids:
+            bedrock.grant_invoke(function, model_id, region=region, profile_regions=regions, stream=True)
     embeds = spec.search != "none" or "embedder" in spec.layers
     if embeds and config.embedder == "bedrock" and config.bedrock_embedding_model_id:
         bedrock.grant_invoke(

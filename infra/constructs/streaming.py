@@ -3,7 +3,9 @@
 API Gateway's HTTP API cannot stream and gives up after 30 s, so each function whose routes are
 `streaming` in citegate.api.routes (`/api/v2/query`, `/api/v1/agent/chats/{chat_id}/messages`,
 `/v1/chat/completions`) gets a twin here, from the same folder, grants and layers, that Lambda runs
-under the Lambda Web Adapter
+under the Lambda Web Adapter. A twin also serves the routes that name its function as their
+`stream_twin` (GET /v1/models on the chat completions' twin, whose handler declares it and whose
+grants cover it), so an OpenAI client's one base URL lists models and streams
 (its folder's run.sh: citegate.api.stream_app under uvicorn) with 15 minutes to answer:
 
 - the public URL (auth type NONE, `InvokeMode: RESPONSE_STREAM`) for pages, services and token or
@@ -112,6 +114,8 @@ class StreamingEntry(Construct):
             environment={"CITEGATE_STREAM_FUNCTION": function},
         )
         self.route_function = function
+        self.route_keys = [route.route_key for route in routes.stream_routes(function)]
+        self.methods = sorted({route.method for route in routes.stream_routes(function)})
         self.reserved_concurrency = stream_reserved_concurrency(config)
         if self.reserved_concurrency:
             cfn: lambda_.CfnFunction = self.function.function.node.default_child  # type: ignore[assignment]
@@ -120,7 +124,8 @@ class StreamingEntry(Construct):
         cors = (
             lambda_.FunctionUrlCorsOptions(
                 allowed_origins=origins,
-                allowed_methods=[lambda_.HttpMethod.POST],
+                # the methods of the routes it serves (routes.stream_routes: GET /v1/models too)
+                allowed_methods=[lambda_.HttpMethod(m) for m in self.methods],
                 allowed_headers=list(resources.CORS.allow_headers),
                 exposed_headers=list(resources.CORS.expose_headers),
                 max_age=Duration.seconds(resources.CORS.max_age_seconds),
@@ -150,11 +155,13 @@ class StreamingEntry(Construct):
             top,
             f"{label}StreamUrl",
             value=self.public_url.url,
-            description=f"Streaming entry of {function} (bearer token, JWT or anonymous; SSE as produced)",
+            description=f"Streaming entry of {function} (bearer token, JWT or anonymous; SSE as produced): "
+            + ", ".join(self.route_keys),
         )
         CfnOutput(
             top,
             f"{label}AgentStreamUrl",
             value=self.agents_url.url,
-            description=f"Streaming entry of {function} for agents (SigV4, service lambda)",
+            description=f"Streaming entry of {function} for agents (SigV4, service lambda): "
+            + ", ".join(self.route_keys),
         )

@@ -212,7 +212,13 @@ def test_the_openai_sdk_with_sigv4_is_the_agent(server: Any) -> None:
 
     with httpx.Client(auth=_SigV4()) as http:
         client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", http_client=http, max_retries=0)
-        assert [m.id for m in client.models.list()] == ["citegate", "citegate/pub"]
+        # The agent's policy grants the path prefix `appliances`: an answer scope, listed as a model.
+        assert [m.id for m in client.models.list()] == [
+            "citegate",
+            "citegate@path=appliances",
+            "citegate/pub",
+            "citegate/pub@path=appliances",
+        ]
         reply = client.chat.completions.create(
             model="citegate/pub",
             messages=[{"role": "user", "content": "How long does the kettle take to boil water?"}],

@@ -5,6 +5,8 @@ function run by the Lambda Web Adapter, with 15 minutes, two function URLs with 
 from __future__ import annotations
 
 import json
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from citegate.api import routes
 from citegate.platform import resources
 
 STAGE = "test"
+REPO = Path(__file__).resolve().parents[2]
 Resources = dict[str, dict[str, Any]]
 
 
@@ -124,21 +127,23 @@ def test_its_urls_stream_public_authenticated_by_the_app_and_agents_by_iam(
     ]
 
 
+def _statements(res: Resources, name: str) -> list[dict[str, Any]]:
+    role = _function(res, name)[1]["Role"]["Fn::GetAtt"][0]
+    return [
+        s
+        for p in _of_type(res, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _actions(found: list[dict[str, Any]]) -> set[str]:
+    return {a for s in found for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+
+
 def test_the_twin_may_do_what_the_route_does_and_invoke_the_authorizer(synth: Synth) -> None:
     res = synth.resources
-
-    def statements(name: str) -> list[dict[str, Any]]:
-        role = _function(res, name)[1]["Role"]["Fn::GetAtt"][0]
-        return [
-            s
-            for p in _of_type(res, "AWS::IAM::Policy").values()
-            if {"Ref": role} in p["Properties"]["Roles"]
-            for s in p["Properties"]["PolicyDocument"]["Statement"]
-        ]
-
-    def actions(found: list[dict[str, Any]]) -> set[str]:
-        return {a for s in found for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-
+    statements, actions = partial(_statements, res), _actions
     twin, original = statements(stream_name("query_v2")), statements("query_v2")
     (invoke,) = [s for s in twin if s["Action"] == "lambda:InvokeFunction"]
     # The authorizer's live alias (citegate.platform.resources.invoke_target), as the twin invokes it.
@@ -152,3 +157,28 @@ def test_both_urls_of_each_entry_are_stack_outputs(synth: Synth) -> None:
     outputs = synth.parent["Outputs"]
     for label in ("QueryV2", "AgentChatMessage"):
         assert f"{label}StreamUrl" in outputs and f"{label}AgentStreamUrl" in outputs
+
+
+def test_the_openai_twin_serves_models_and_completions_on_one_url(synth: Synth) -> None:
+    """An OpenAI client's one base URL in AWS: the chat completions' function URLs serve GET
+    /v1/models too (routes.Route.stream_twin), with the grants, CORS and outputs that takes."""
+    function = "openai_chat_completions"
+    served = [route.route_key for route in routes.stream_routes(function)]
+    assert served == ["GET /v1/models", "POST /v1/chat/completions"]
+    handler = (REPO / "functions" / function / "handler.py").read_text()
+    assert '@app.get("/v1/models")' in handler and '@app.post("/v1/chat/completions")' in handler
+    res = synth.resources
+    logical, _ = _function(res, stream_name(function))
+    # The twin may do everything the models function may (and the authorizer besides).
+    twin, models = _statements(res, stream_name(function)), _statements(res, "openai_models")
+    assert models and _actions(models) <= _actions(twin)
+    # Its public URL's CORS allows both methods (a page's front end lists models, then asks).
+    urls = [u["Properties"] for u in _of_type(res, "AWS::Lambda::Url").values() if _mentions(u, logical)]
+    (public,) = [u for u in urls if u["AuthType"] == "NONE"]
+    assert set(public["Cors"]["AllowMethods"]) == {"GET", "POST"}
+    outputs = synth.parent["Outputs"]
+    for output in ("OpenaiChatCompletionsStreamUrl", "OpenaiChatCompletionsAgentStreamUrl"):
+        assert all(key in outputs[output]["Description"] for key in served), output
+    # The other twins keep to their own POST routes.
+    for other in ("query_v2", "agent_chat_message"):
+        assert {r.method for r in routes.stream_routes(other)} == {"POST"}

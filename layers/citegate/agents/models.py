@@ -2,8 +2,9 @@
 
 The offline model (`citegate-offline`) is always available: it answers extractively from the
 knowledge base and has no knowledge of its own. Models configured in `CITEGATE_CHAT_MODELS` (and
-the answering model of `CITEGATE_LLM_*`, when set) are reached over the OpenAI chat API, with tool
-calling for the retrieval agent and token streaming for the summary. An id that is not in the
+the answering model of `CITEGATE_LLM_*` or `CITEGATE_BEDROCK_MODEL_ID`, when set) are reached over
+the OpenAI chat API or Bedrock's Converse API (`"provider": "bedrock"`), with tool calling for the
+retrieval agent and token streaming for the summary. An id that is not in the
 registry is refused with MODEL_NOT_AVAILABLE (400) before any work starts.
 """
 
@@ -60,6 +61,51 @@ class ModelSpec:
 OFFLINE = ModelSpec(OFFLINE_MODEL_ID, "citegate offline (extractive, cited, no model knowledge)")
 
 
+def configured_model(entry: Any, settings: Settings) -> ModelSpec:
+    """One entry of CITEGATE_CHAT_MODELS: an OpenAI-compatible endpoint
+    (`{"id", "model"?, "base_url", "api_key_secret_arn"?, "label"?, "tools"?}`) or, with
+    `"provider": "bedrock"`, a Bedrock model or inference profile called with the function's IAM role
+    (`{"id", "provider": "bedrock", "model"?, "region"?, "label"?}`: no URL, no key; the region
+    defaults to CITEGATE_BEDROCK_REGION, then AWS_REGION)."""
+    if not isinstance(entry, dict) or not entry.get("id"):
+        raise ValueError(f"CITEGATE_CHAT_MODELS: each model is an object with an id, not {entry!r}")
+    model_id = str(entry["id"])
+    provider = str(entry.get("provider") or "openai")
+    label, model = str(entry.get("label") or model_id), str(entry.get("model") or model_id)
+    tools = bool(entry.get("tools", True))
+    if provider == "bedrock":
+        keyed = [k for k in ("base_url", "api_key", "api_key_secret_arn") if entry.get(k)]
+        if keyed:
+            raise ValueError(
+                f"CITEGATE_CHAT_MODELS: {model_id!r} is a Bedrock model, called with the IAM role: "
+                f"remove {', '.join(keyed)}"
+            )
+        return ModelSpec(
+            model_id,
+            label,
+            model,
+            tools=tools,
+            provider="bedrock",
+            region=str(entry.get("region") or settings.bedrock_region or settings.region),
+            endpoint_url=settings.bedrock_endpoint_url,
+        )
+    if provider != "openai":
+        raise ValueError(
+            f"CITEGATE_CHAT_MODELS: {model_id!r}: provider is openai or bedrock, not {provider!r}"
+        )
+    if not entry.get("base_url"):
+        raise ValueError(f"CITEGATE_CHAT_MODELS: {model_id!r} needs a base_url (or provider bedrock)")
+    return ModelSpec(
+        model_id,
+        label,
+        model,
+        tools=tools,
+        base_url=str(entry["base_url"]),
+        api_key=entry.get("api_key"),
+        api_key_secret_arn=entry.get("api_key_secret_arn"),
+    )
+
+
 class ModelRegistry:
     def __init__(self, specs: Sequence[ModelSpec], default_id: str | None = None) -> None:
         self._specs = {spec.id: spec for spec in specs}
@@ -102,18 +148,9 @@ class ModelRegistry:
                 entries = json.loads(settings.chat_models)
             except json.JSONDecodeError as error:
                 raise ValueError(f"CITEGATE_CHAT_MODELS is not JSON: {error}") from error
-            for entry in entries:
-                specs.append(
-                    ModelSpec(
-                        id=str(entry["id"]),
-                        label=str(entry.get("label") or entry["id"]),
-                        model=str(entry.get("model") or entry["id"]),
-                        base_url=str(entry["base_url"]),
-                        api_key=entry.get("api_key"),
-                        api_key_secret_arn=entry.get("api_key_secret_arn"),
-                        tools=bool(entry.get("tools", True)),
-                    )
-                )
+            if not isinstance(entries, list):
+                raise ValueError("CITEGATE_CHAT_MODELS is a JSON list of models")
+            specs += [configured_model(entry, settings) for entry in entries]
         return cls(specs, settings.default_chat_model)
 
     def models(self) -> list[ModelSpec]:

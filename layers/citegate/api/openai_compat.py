@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from citegate.answers.answer_api import Asked
     from citegate.answers.ports import AnswerApi
     from citegate.governance.calls import Authorized
+    from citegate.governance.ports import Governing
 
 OWNER = "citegate"
 _MARKER = re.compile(r"\[(\d+)\]")
@@ -146,10 +147,19 @@ def model_list(models: Sequence[AskableModel]) -> dict[str, Any]:
                 "name": m.name,
                 "description": m.description,
                 "knowledge_base": m.kb_id,
+                "scope": m.scope or None,
             }
             for m in models
         ],
     }
+
+
+def models_reply(s: Governing, call: Authorized) -> dict[str, Any]:
+    """GET /v1/models: served by its own function and, in AWS, by the chat completions' streaming
+    twin too (routes.Route.stream_twin), so both share one base URL."""
+    from citegate.answers.conversation import askable_models
+
+    return model_list(askable_models(s, call))
 
 
 def base_url_of(headers: Mapping[str, str]) -> str:
@@ -303,11 +313,12 @@ class Exchange:
     ) -> None:
         from citegate.answers.conversation import kb_of_model
 
-        self.s, self.call, self.request = s, call, request
+        self.s, self.request = s, request
         self.request_id, self.base_url = request_id, base_url
         self.conversation = conversation_of(request.messages)
-        # The model's knowledge bases are checked before anything is answered or streamed.
-        self.kb_ids = kb_of_model(s, call, request.model)
+        # The model's knowledge bases and answer scope are checked before anything is answered or
+        # streamed; the call is narrowed to that scope (never widened).
+        self.kb_ids, self.call = kb_of_model(s, call, request.model)
         self.id = f"chatcmpl-{request_id or int(time.time() * 1000)}"
         self.created = int(time.time())
 

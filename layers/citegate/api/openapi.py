@@ -393,8 +393,9 @@ OPERATIONS: dict[str, Op] = {
     "openai_models": Op(
         None,
         obj(object={"type": "string", "const": "list"}, data=array(ANY_OBJECT)),
-        "OpenAI-compatible: the knowledge bases the caller may ask, as models "
-        "('citegate', 'citegate/<kb_id>').",
+        "OpenAI-compatible: the knowledge bases and answer scopes the caller may ask, as models "
+        "('citegate', 'citegate/<kb_id>', each optionally '@project=<p>', '@path=<prefix>' or "
+        "'@version=<v>').",
     ),
     "openai_chat_completions": Op(
         ChatCompletionRequest,

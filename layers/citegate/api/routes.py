@@ -41,6 +41,10 @@ class Route:
     body_credential: Literal["caller_agent_key"] | None = None
     # The codes its errors use, the gateway's own refusals (404, 405, 413, 503) included.
     family: Family = "v1"
+    # In AWS, the streaming function whose function URLs also serve this route (its handler
+    # declares it too), so one base URL serves a protocol's every route: an OpenAI client's
+    # `base_url` lists models and streams completions on the same URL (infra/constructs/streaming.py).
+    stream_twin: str | None = None
 
     @property
     def route_key(self) -> str:
@@ -101,7 +105,9 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/kb/{kb_id}/resolve_refs", "kb_resolve_refs", "rag_resolve_refs"),
     # OpenAI's Chat Completions protocol (citegate.api.openai_compat): the knowledge bases the `ask`
     # tool grants, as models, and cited answers to a conversation's last question.
-    Route("GET", "/v1/models", "openai_models", "ask", family="openai"),
+    Route(
+        "GET", "/v1/models", "openai_models", "ask", family="openai", stream_twin="openai_chat_completions"
+    ),
     Route("POST", "/v1/chat/completions", "openai_chat_completions", "ask", streaming=True, family="openai"),
     # Spec 002's governed knowledge entry for business agents (caller agent key).
     Route(
@@ -242,6 +248,12 @@ def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
 
 def path_exists(path: str) -> bool:
     return any(route.pattern().match(path) for route in ROUTES)
+
+
+def stream_routes(function: str) -> list[Route]:
+    """The routes a streaming function's twin serves on its function URLs: its own, and those
+    that name it as their `stream_twin`."""
+    return [route for route in ROUTES if function in (route.function, route.stream_twin)]
 
 
 def family_of_function(function: str) -> Family:

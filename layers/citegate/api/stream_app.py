@@ -235,7 +235,9 @@ class StreamApp:
 
     def __init__(self, function: str, handler_file: Path) -> None:
         self.function = function
-        self.routes = [route for route in routes.ROUTES if route.function == function]
+        # Its own routes and those it also serves in AWS (routes.Route.stream_twin): its handler
+        # declares them all, so one base URL serves both (GET /v1/models beside chat completions).
+        self.routes = routes.stream_routes(function)
         if not self.routes:
             raise LookupError(f"{function!r} serves no route in citegate.api.routes")
         self.family = routes.family_of_function(function)
@@ -272,7 +274,7 @@ class StreamApp:
         request_context["requestId"] = request_id
 
         matched = routes.match(scope["method"], scope["path"])
-        if matched is None or matched[0].function != self.function:
+        if matched is None or matched[0] not in self.routes:
             if any(route.pattern().match(scope["path"]) for route in self.routes):
                 refused: CitegateError = MethodNotAllowed(
                     f"{scope['method']} is not allowed on {scope['path']}"

@@ -164,8 +164,10 @@ class Settings(BaseModel):
     bedrock_endpoint_url: str | None = Field(None, alias="CITEGATE_BEDROCK_ENDPOINT_URL")
 
     # Agents (spec 003's /api/v2/query, spec 001's chats). Chat models a caller may pick by id:
-    # a JSON list of {"id", "model", "base_url", "api_key_secret_arn"?, "label"?, "tools"?}; the
-    # offline model ("citegate-offline") is always there, and the llm_* model when one is set.
+    # a JSON list of {"id", "model", "base_url", "api_key_secret_arn"?, "label"?, "tools"?}, or of
+    # {"id", "provider": "bedrock", "model"?, "region"?, "label"?} for a Bedrock model by IAM role
+    # (citegate.agents.models.configured_model); the offline model ("citegate-offline") is always
+    # there, and the llm_* (or bedrock_model_id) model when one is set.
     chat_models: str | None = Field(None, alias="CITEGATE_CHAT_MODELS")
     default_chat_model: str | None = Field(None, alias="CITEGATE_DEFAULT_CHAT_MODEL")
     agent_max_retrieval_rounds: int = Field(3, ge=1, le=5, alias="CITEGATE_AGENT_MAX_ROUNDS")

@@ -2,8 +2,8 @@
 loopback port: cited answers with their annotations and citations, streamed and not; the same
 identity, policy, rate limits, audit and scope as every other route; errors in OpenAI's shape.
 
-LangChain's ChatOpenAI is not driven here: it needs `langchain-openai`, which brings tiktoken
-(whose encodings are downloaded on first use) besides langchain-core; the SDK is what it wraps."""
+LangChain's ChatOpenAI: test_langchain.py; answer scopes as models: test_answer_scopes.py; the
+streaming twin's one base URL: test_stream_twin.py."""
 
 from __future__ import annotations
 
