@@ -10,6 +10,7 @@ and some answers are marked not helpful. Each question's id is its label; the sp
 sets' own (dev / test by id).
 
     python -m benchmarks.insights tune     # the grouping threshold on the dev split (offline, USE)
+    python -m benchmarks.insights merge    # merging groups whose centroids meet (offline; --split)
     python -m benchmarks.insights replay   # the replay through the API; figures on test (and all)
 
 Figures: purity (the share of a group's questions that belong to its main label, weighted by
@@ -217,6 +218,46 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         )
     result = {"split": args.split, "embedder": args.embedder, "asks": len(asks), "rows": rows, "best": best}
     _save(args.out / "insights-tune.json", result)
+    return result
+
+
+def merge_grid(args: argparse.Namespace) -> dict[str, Any]:
+    """Merging groups whose centroids meet, offline (after each question, as a refresh does after
+    each batch): join thresholds against merge thresholds on a split."""
+    import numpy as np
+
+    from citegate.insights.grouping import cluster
+    from citegate.knowledge.embedding import build_embedder
+
+    questions = [q for q in load_set() if q.planted and q.split == args.split]
+    asks = schedule(questions)
+    embedder = build_embedder(args.embedder)
+    table = {}
+    for text in sorted({q.forms[form] for q, form, _ in asks}):
+        row = np.asarray(embedder.embed_query(text), dtype=np.float32).reshape(-1)
+        table[text] = row / np.linalg.norm(row)
+    vectors = [table[q.forms[form]] for q, form, _ in asks]
+    rows = []
+    print(f"merging on {args.split}: {len(questions)} planted gaps, {len(asks)} asks ({args.embedder})")
+    print("| join | merge | groups | purity | completeness | F1 |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for join in (0.625, 0.65, 0.675, 0.7):
+        for merge in (None, 0.65, 0.675, 0.7, 0.75, 0.8):
+            if merge is not None and merge < join:
+                continue
+            labels = cluster(vectors, join, merge)
+            r = {
+                "join": join,
+                "merge": merge,
+                **scores((str(g), q.label) for g, (q, _, _) in zip(labels, asks, strict=True)),
+            }
+            rows.append(r)
+            print(
+                f"| {join:.3f} | {'none' if merge is None else f'{merge:.3f}'} | {r['groups']} | "
+                f"{r['purity']:.3f} | {r['completeness']:.3f} | {r['f1']:.3f} |"
+            )
+    result = {"split": args.split, "embedder": args.embedder, "rows": rows}
+    _save(args.out / f"insights-merge-{args.split}.json", result)
     return result
 
 
@@ -558,6 +599,9 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("tune", help="choose the grouping threshold on a split (offline)")
     t.add_argument("--split", default="dev", choices=("dev", "test"))
     t.add_argument("--embedder", default="use")
+    m = sub.add_parser("merge", help="merging groups whose centroids meet, on a split (offline)")
+    m.add_argument("--split", default="dev", choices=("dev", "test"))
+    m.add_argument("--embedder", default="use")
     r = sub.add_parser("replay", help="replay the planted set through a real citegate serve")
     r.add_argument("--threshold", type=float, default=None, help="default: the settings' default")
     r.add_argument("--workers", type=int, default=2)
@@ -586,11 +630,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="a work folder whose data/ an earlier replay left (a snapshot): measure only",
     )
-    for p in (t, r):
+    for p in (t, m, r):
         p.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args(argv)
     if args.command == "tune":
         tune(args)
+    elif args.command == "merge":
+        merge_grid(args)
     else:
         if args.threshold is None:
             from citegate.platform.settings import Settings

@@ -43,7 +43,9 @@ class Vectors:
 def world(stack: Any) -> SimpleNamespace:
     tenant = "t-" + uuid.uuid4().hex[:10]
     vectors = Vectors()
-    s = SimpleNamespace(settings=stack.services.settings, insights=stack.services.insights, embedder=vectors)
+    # Merging at the join threshold (the product merges only near-identical groups, at 0.8).
+    settings = stack.services.settings.model_copy(update={"insights_merge_threshold": 0.65})
+    s = SimpleNamespace(settings=settings, insights=stack.services.insights, embedder=vectors)
     log = SignalLog(stack.services.table(resources.INSIGHTS))
     policy = Policy.model_validate(
         {"principal_key": "agent:v", "tenant_id": tenant, "knowledge_bases": ["*"]}

@@ -267,12 +267,16 @@ class _Folder:
         self.s, self.tenant, self.mark = s, tenant_id, mark
         self.items = {g["sk"]: g for g in s.insights.groups(tenant_id)}
         self.threshold = s.settings.insights_threshold
+        self.merging = s.settings.insights_merge_threshold
         self.groupers: dict[tuple[str, ...], Grouper] = {}
         for gid, g in self.items.items():
             if g.get("centroid") and not g.get("merged_into"):
-                self.groupers.setdefault(_kb_key(g), Grouper(self.threshold)).centroids.append(
+                self.groupers.setdefault(_kb_key(g), self._grouper()).centroids.append(
                     Centroid(gid, decode(g["centroid"]), int(g.get("members") or 1))
                 )
+
+    def _grouper(self) -> Grouper:
+        return Grouper(self.threshold, merge_threshold=self.merging)
 
     def fold(self, batch: list[dict[str, Any]], done: Refreshed) -> None:
         # Signals grouped before the rollups existed keep their group (no embedding): only counted.
@@ -294,9 +298,7 @@ class _Folder:
                 gid = signal.get("group_id")
                 grouped = str(signal["grouped"])
             elif not signal.get("gap"):
-                found, _ = self.groupers.setdefault(_kb_key(signal), Grouper(self.threshold)).place(
-                    vectors[sk]
-                )
+                found, _ = self.groupers.setdefault(_kb_key(signal), self._grouper()).place(vectors[sk])
                 gid = found.group_id if found else None
                 grouped = gid or "-"
                 done.linked += int(found is not None)
@@ -317,9 +319,7 @@ class _Folder:
         self, signal: dict[str, Any], vector: np.ndarray, touched: dict[str, dict[str, Any]], done: Refreshed
     ) -> str:
         done.gaps += 1
-        group, new = self.groupers.setdefault(_kb_key(signal), Grouper(self.threshold)).add(
-            _group_id(signal), vector
-        )
+        group, new = self.groupers.setdefault(_kb_key(signal), self._grouper()).add(_group_id(signal), vector)
         done.new_groups += int(new)
         item = self.items.setdefault(group.group_id, {"sk": group.group_id, "created_at": signal["at"]})
         touched[group.group_id] = item
@@ -362,19 +362,8 @@ class _Folder:
         joined them: only groups changed by this refresh are compared (against every group of their
         knowledge bases), so the cost follows the new questions, not the groups."""
         for grouper in self.groupers.values():
-            while len(grouper.centroids) > 1:
-                changed = [i for i, c in enumerate(grouper.centroids) if c.changed]
-                if not changed:
-                    break
-                rows = np.stack([c.vector for c in grouper.centroids])
-                sims = rows[changed] @ rows.T
-                for row, i in enumerate(changed):
-                    sims[row, i] = -1.0  # not itself
-                best = np.unravel_index(int(np.argmax(sims)), sims.shape)
-                if sims[best] < self.threshold:
-                    break
-                a, b = grouper.centroids[changed[int(best[0])]], grouper.centroids[int(best[1])]
-                if not self._merge_pair(grouper, a, b):
+            while (pair := grouper.meeting()) is not None:
+                if not self._merge_pair(grouper, *pair):
                     break
                 done.merged += 1
 
@@ -384,15 +373,20 @@ class _Folder:
 
         survivor, absorbed = sorted((a, b), key=rank)
         keep, gone = self.items[survivor.group_id], self.items[absorbed.group_id]
-        mean = survivor.vector * survivor.members + absorbed.vector * absorbed.members
-        norm = float(np.linalg.norm(mean))
-        vector = (mean / norm).astype(np.float32) if norm else survivor.vector
+        merged = Grouper(
+            self.merging,
+            [
+                Centroid("s", survivor.vector, survivor.members),
+                Centroid("a", absorbed.vector, absorbed.members),
+            ],
+        )
+        merged.absorb(*merged.centroids)
         samples = keep.get("samples") or []
         for sample in gone.get("samples") or []:
             for _ in range(int(sample["n"])):
                 samples = _sample(samples, str(sample["q"]))
         sets: dict[str, Any] = {
-            "centroid": encode(vector),
+            "centroid": encode(merged.centroids[0].vector),
             "members": survivor.members + absorbed.members,
             "created_at": min(str(keep.get("created_at") or "~"), str(gone.get("created_at") or "~")),
             "last_at": max(str(keep.get("last_at") or ""), str(gone.get("last_at") or "")),
@@ -406,13 +400,7 @@ class _Folder:
             return False
         keep.update(sets)
         gone["merged_into"] = survivor.group_id
-        grouper.centroids.remove(absorbed)
-        grouper._matrix = None
-        survivor.vector, survivor.members, survivor.changed = (
-            vector,
-            survivor.members + absorbed.members,
-            True,
-        )
+        grouper.absorb(survivor, absorbed)
         return True
 
 
