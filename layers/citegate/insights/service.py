@@ -82,6 +82,7 @@ class InsightsSources(Protocol):
 class Window:
     since: str
     until: str
+    open_end: bool = False  # until is now (or later): the last day is whole so far
 
     @classmethod
     def parse(cls, since: str | None, until: str | None, default_days: int) -> Window:
@@ -96,7 +97,7 @@ class Window:
         )
         if start > end:
             raise InvalidRequest("since must not be after until", details={"field": "since"})
-        return cls(_iso(start), _iso(end))
+        return cls(_iso(start), _iso(end), open_end=end >= now)
 
 
 def _instant(value: str, name: str, *, end: bool) -> dt.datetime:
@@ -463,7 +464,7 @@ def split_window(window: Window, now: str) -> tuple[str | None, str | None, list
     since, until = window.since, window.until
     first, last = since[:10], until[:10]
     start_whole = since.endswith("T00:00:00.000Z")
-    end_whole = until.endswith("T23:59:59.999Z") or until >= now
+    end_whole = until.endswith("T23:59:59.999Z") or window.open_end or until >= now
     if first == last:
         return (first, last, []) if start_whole and end_whole else (None, None, [(since, until)])
     raws: list[tuple[str, str]] = []
