@@ -469,6 +469,7 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
             result["reused"] = str(args.reuse)
             result["checkpoints"]["reused"] = measure(admin, human, questions, next_fresh(), figures=True)
             _print(result["checkpoints"]["reused"])
+            _save(args.out / "insights-replay.json", result)
             return result
         started = time.perf_counter()
         for manual in MANUALS:
