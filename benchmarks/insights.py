@@ -10,6 +10,7 @@ and some answers are marked not helpful. Each question's id is its label; the sp
 sets' own (dev / test by id).
 
     python -m benchmarks.insights tune     # the grouping threshold on the dev split (offline, USE)
+    python -m benchmarks.insights merge    # merging groups whose centroids meet (offline; --split)
     python -m benchmarks.insights replay   # the replay through the API; figures on test (and all)
 
 Figures: purity (the share of a group's questions that belong to its main label, weighted by
@@ -220,6 +221,46 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def merge_grid(args: argparse.Namespace) -> dict[str, Any]:
+    """Merging groups whose centroids meet, offline (after each question, as a refresh does after
+    each batch): join thresholds against merge thresholds on a split."""
+    import numpy as np
+
+    from citegate.insights.grouping import cluster
+    from citegate.knowledge.embedding import build_embedder
+
+    questions = [q for q in load_set() if q.planted and q.split == args.split]
+    asks = schedule(questions)
+    embedder = build_embedder(args.embedder)
+    table = {}
+    for text in sorted({q.forms[form] for q, form, _ in asks}):
+        row = np.asarray(embedder.embed_query(text), dtype=np.float32).reshape(-1)
+        table[text] = row / np.linalg.norm(row)
+    vectors = [table[q.forms[form]] for q, form, _ in asks]
+    rows = []
+    print(f"merging on {args.split}: {len(questions)} planted gaps, {len(asks)} asks ({args.embedder})")
+    print("| join | merge | groups | purity | completeness | F1 |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for join in (0.625, 0.65, 0.675, 0.7):
+        for merge in (None, 0.65, 0.675, 0.7, 0.75, 0.8):
+            if merge is not None and merge < join:
+                continue
+            labels = cluster(vectors, join, merge)
+            r = {
+                "join": join,
+                "merge": merge,
+                **scores((str(g), q.label) for g, (q, _, _) in zip(labels, asks, strict=True)),
+            }
+            rows.append(r)
+            print(
+                f"| {join:.3f} | {'none' if merge is None else f'{merge:.3f}'} | {r['groups']} | "
+                f"{r['purity']:.3f} | {r['completeness']:.3f} | {r['f1']:.3f} |"
+            )
+    result = {"split": args.split, "embedder": args.embedder, "rows": rows}
+    _save(args.out / f"insights-merge-{args.split}.json", result)
+    return result
+
+
 # --- the replay through the API ----------------------------------------------------------------
 
 
@@ -236,14 +277,170 @@ def _pages_root(manual: str, cache: Path, pages: set[str], into: Path) -> Path:
     return target
 
 
+def extended_schedule(questions: Sequence[Question], total: int | None) -> list[tuple[Question, str, str]]:
+    """The standard schedule (2,788 asks), then more rounds of it (other seeds) up to `total`: its
+    first 2,788 asks are the standard replay whatever the total."""
+    asks = schedule(questions)
+    seed = 8
+    while total is not None and len(asks) < total:
+        asks += schedule(questions, seed=seed)
+        seed += 1
+    return asks[:total] if total is not None else asks
+
+
+def _p(values: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile."""
+    ordered = sorted(values)
+    return round(ordered[max(0, min(len(ordered) - 1, -(-int(q * 100) * len(ordered) // 100) - 1))], 1)
+
+
+def _now_iso() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def measure(
+    admin: httpx.Client,
+    human: httpx.Client,
+    questions: Sequence[Question],
+    fresh: Sequence[str],
+    figures: bool,
+) -> dict[str, Any]:
+    """At a checkpoint: fold the backlog (views of an empty window: only the fold is paid), the
+    gap groups against the planted gaps (`figures`), then for each fresh question the time from
+    asking it to its group (a whole gaps view as the console asks it) and a summary view."""
+    from citegate.answers.feedback import normalize_question
+
+    result: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    folds = []
+    while True:
+        view = admin.get("/v1/insights/gaps", params={"since": _now_iso(), "limit": 1}).json()
+        folds.append(view["refresh"])
+        if not view["refresh"]["remaining"] and not view["refresh"].get("skipped"):
+            break
+    result["backlog_fold"] = {
+        "views": len(folds),
+        "signals": sum(f["seen"] for f in folds),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "fold_ms_per_signal": round(sum(f["ms"] for f in folds) / max(1, sum(f["seen"] for f in folds)), 2),
+    }
+    print(f"backlog folded: {result['backlog_fold']}", flush=True)
+    if figures:
+        t0 = time.perf_counter()
+        view = admin.get("/v1/insights/gaps", params={"limit": 1000, "questions": 1000}).json()
+        result["figures_view_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        result.update(_figures(view, questions))
+    timings = []
+    for text in fresh:
+        asked = human.post("/answer/ask", json={"question": text})
+        asked.raise_for_status()
+        gap = asked.json()["noAnswerReason"] is not None or asked.json()["confidence"] == "low"
+        t0 = time.perf_counter()
+        got = admin.get("/v1/insights/gaps")
+        got.raise_for_status()
+        view = got.json()
+        wall = (time.perf_counter() - t0) * 1000
+        t1 = time.perf_counter()
+        summary = admin.get("/v1/insights/summary")
+        summary.raise_for_status()
+        summary_ms = (time.perf_counter() - t1) * 1000
+        visible = any(
+            normalize_question(i["question"]) == normalize_question(text)
+            for g in view["groups"]
+            for i in g["questions"]
+        )
+        timings.append(
+            {
+                "view_ms": wall,
+                "summary_ms": summary_ms,
+                "refresh_ms": view["refresh"]["ms"],
+                "visible": visible,
+                "gap": gap,
+                "seen": view["refresh"]["seen"],
+            }
+        )
+        print(f"fresh question: view {wall:.0f} ms, summary {summary_ms:.0f} ms", flush=True)
+    if timings:
+        result["refresh"] = {
+            "new_questions": len(timings),
+            "gaps_among_them": sum(t["gap"] for t in timings),
+            # A gap lands in a group the view shows; the view lists 100 groups by count, so a new
+            # group of one question may rank below them (then the figures view above has it).
+            "gaps_in_a_group_after_one_view": sum(t["visible"] and t["gap"] for t in timings),
+            **{
+                f"{name}_{stat}_ms": _p([t[f"{name}_ms"] for t in timings], q)
+                for name in ("view", "summary", "refresh")
+                for stat, q in (("p50", 0.5), ("p95", 0.95))
+            },
+            "view_max_ms": round(max(t["view_ms"] for t in timings), 1),
+            "summary_max_ms": round(max(t["summary_ms"] for t in timings), 1),
+        }
+    summary = admin.get("/v1/insights/summary").json()
+    result["summary"] = {
+        k: summary[k]
+        for k in (
+            "questions",
+            "answerRate",
+            "declineRate",
+            "declinedByReason",
+            "confidence",
+            "callers",
+            "notHelpful",
+        )
+    }
+    result["signals_in_window"] = summary["questions"] + summary["notHelpful"]
+    return result
+
+
+def _figures(view: dict[str, Any], questions: Sequence[Question]) -> dict[str, Any]:
+    from citegate.answers.feedback import normalize_question
+
+    label_of = {normalize_question(q.forms[f]): q for q in questions for f in q.forms}
+    result: dict[str, Any] = {}
+    pairs = []
+    zh_joined = []
+    by_label_groups: dict[str, Counter[str]] = defaultdict(Counter)
+    for group in view["groups"]:
+        for item in group["questions"]:
+            q = label_of.get(normalize_question(item["question"]))
+            if q is None:  # a fresh question of a refresh timing
+                continue
+            for _ in range(item["count"]):
+                pairs.append((group["groupId"], q))
+            by_label_groups[q.label][group["groupId"]] += item["count"]
+    for q in questions:
+        if q.planted and by_label_groups.get(q.label):
+            main = by_label_groups[q.label].most_common(1)[0][0]
+            zh_groups = [
+                g["groupId"]
+                for g in view["groups"]
+                for item in g["questions"]
+                if item["question"] == q.forms["zh"]
+            ]
+            zh_joined.append((q.split, bool(zh_groups) and zh_groups[0] == main))
+    result["groups_total"] = view["totalGroups"]
+    result["gap_questions"] = view["gapQuestions"]
+    for name, keep in (
+        ("test", lambda q: q.split == "test"),
+        ("dev", lambda q: q.split == "dev"),
+        ("all", lambda q: True),
+        ("test_planted", lambda q: q.split == "test" and q.planted),
+    ):
+        result[name] = scores((g, q.label) for g, q in pairs if keep(q))
+    for split in ("test", "dev"):
+        joined = [ok for s, ok in zh_joined if s == split]
+        result[f"{split}_zh_in_main_group"] = round(sum(joined) / len(joined), 4) if joined else None
+    return result
+
+
 def replay(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.manuals import service
 
-    from citegate.answers.feedback import normalize_question
-
     questions = load_set()
-    asks = schedule(questions)
-    label_of = {normalize_question(q.forms[f]): q for q in questions for f in q.forms}
+    asks = extended_schedule(questions, args.asks)
+    checkpoints = sorted({c for c in (args.checkpoints or []) if 0 < c < len(asks)} | {len(asks)})
     work = args.reuse or Path(tempfile.mkdtemp(prefix="citegate-insights-"))
     env = {
         "CITEGATE_INSIGHTS_THRESHOLD": str(args.threshold),
@@ -252,196 +449,120 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
         "CITEGATE_IP_RATE_LIMIT": "1000000",
     }
     server = service.Server(work / "data", work / "serve.log", env=env)
-    result: dict[str, Any] = {"threshold": args.threshold, "asks": len(asks)}
+    result: dict[str, Any] = {"threshold": args.threshold, "asks": len(asks), "checkpoints": {}}
     print(f"work folder {work}; citegate serve starting", flush=True)
     server.start()
+    fresh_at = args.fresh_offset
     try:
         admin = httpx.Client(
-            base_url=server.url, headers={"Authorization": f"Bearer {service.TOKEN}"}, timeout=600
+            base_url=server.url, headers={"Authorization": f"Bearer {service.TOKEN}"}, timeout=900
         )
         human = httpx.Client(base_url=server.url, timeout=120)
-        if args.reuse is None:
-            started = time.perf_counter()
-            for manual in MANUALS:
-                pages = {p for q in questions if q.manual == manual for p in q.pages}
-                root = _pages_root(manual, args.cache, pages, work / "pages")
-                made = admin.post("/v1/kb", json={"kb_id": manual, "name": manual, "status": "approved"})
-                made.raise_for_status()
-                run = service.ingest(server, root, manual, work / f"{manual}.state", work / "cli.log", 3600)
-                print(
-                    f"{manual}: ingested {run.ingested} of {run.files} pages, {run.chunks} chunks, "
-                    f"{run.wall_s}s",
-                    flush=True,
-                )
-            result["ingest_s"] = round(time.perf_counter() - started, 1)
-            admin.put(
-                "/admin/policies/agent:insights-bench",
-                json={"tools": ["ask"], "knowledge_bases": ["*"], "rate_limit_per_minute": 1_000_000},
-            ).raise_for_status()
-            token = admin.post("/admin/agents/insights-bench/credentials", json={"kind": "token"}).json()[
-                "secret"
-            ]
-            agent = httpx.Client(
-                base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
+
+        def next_fresh() -> list[str]:
+            nonlocal fresh_at
+            chosen = [FRESH[(fresh_at + i) % len(FRESH)] for i in range(args.fresh)]
+            fresh_at += args.fresh
+            return chosen
+
+        if args.reuse is not None:
+            result["reused"] = str(args.reuse)
+            result["checkpoints"]["reused"] = measure(admin, human, questions, next_fresh(), figures=True)
+            _print(result["checkpoints"]["reused"])
+            _save(args.out / "insights-replay.json", result)
+            return result
+        started = time.perf_counter()
+        for manual in MANUALS:
+            pages = {p for q in questions if q.manual == manual for p in q.pages}
+            root = _pages_root(manual, args.cache, pages, work / "pages")
+            made = admin.post("/v1/kb", json={"kb_id": manual, "name": manual, "status": "approved"})
+            made.raise_for_status()
+            run = service.ingest(server, root, manual, work / f"{manual}.state", work / "cli.log", 3600)
+            print(
+                f"{manual}: ingested {run.ingested} of {run.files} pages, {run.chunks} chunks, {run.wall_s}s",
+                flush=True,
             )
+        result["ingest_s"] = round(time.perf_counter() - started, 1)
+        admin.put(
+            "/admin/policies/agent:insights-bench",
+            json={"tools": ["ask"], "knowledge_bases": ["*"], "rate_limit_per_minute": 1_000_000},
+        ).raise_for_status()
+        token = admin.post("/admin/agents/insights-bench/credentials", json={"kind": "token"}).json()[
+            "secret"
+        ]
+        agent = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
 
-            def ask(item: tuple[Question, str, str]) -> dict[str, Any]:
-                q, form, caller = item
-                body = {"question": q.forms[form]}
-                t0 = time.perf_counter()
-                if caller == "agent":
-                    reply = agent.post("/agent/tools/ask", json=body)
-                else:
-                    reply = human.post("/answer/ask", json=body)
-                reply.raise_for_status()
-                data = reply.json()
-                return {
-                    "label": q.label,
-                    "form": form,
-                    "caller": caller,
-                    "declined": data.get("noAnswerReason") is not None,
-                    "confidence": data.get("confidence"),
-                    "request_id": data["audit"]["requestId"],
-                    "ms": (time.perf_counter() - t0) * 1000,
-                }
+        def ask(item: tuple[Question, str, str]) -> dict[str, Any]:
+            q, form, caller = item
+            body = {"question": q.forms[form]}
+            t0 = time.perf_counter()
+            if caller == "agent":
+                reply = agent.post("/agent/tools/ask", json=body)
+            else:
+                reply = human.post("/answer/ask", json=body)
+            reply.raise_for_status()
+            data = reply.json()
+            return {
+                "label": q.label,
+                "form": form,
+                "caller": caller,
+                "declined": data.get("noAnswerReason") is not None,
+                "confidence": data.get("confidence"),
+                "request_id": data["audit"]["requestId"],
+                "ms": (time.perf_counter() - t0) * 1000,
+            }
 
+        done = 0
+        answered: list[dict[str, Any]] = []
+        for index, checkpoint in enumerate(checkpoints):
             started = time.perf_counter()
             with ThreadPoolExecutor(args.workers) as pool:
-                answered = list(pool.map(ask, asks))
-            result["replay_s"] = round(time.perf_counter() - started, 1)
-            print(f"replayed {len(answered)} questions in {result['replay_s']}s", flush=True)
-            # Readers mark some answers not helpful (an answered question of each of 12 answerable ones).
-            marked = 0
-            seen: set[str] = set()
-            for row in answered:
-                q = next(x for x in questions if x.label == row["label"])
-                if q.planted or row["declined"] or q.label in seen or len(seen) >= 12:
-                    continue
-                seen.add(q.label)
-                for _ in range(2):
-                    human.post(
-                        "/agent/tools/create_feedback",
-                        json={"question": q.forms[row["form"]], "answerRequestId": row["request_id"]},
-                    ).raise_for_status()
-                    marked += 1
-            result["marked_not_helpful"] = marked
-            result["declined"] = sum(r["declined"] for r in answered)
-            result["low_confidence"] = sum(
-                1 for r in answered if not r["declined"] and r["confidence"] == "low"
+                rows = list(pool.map(ask, asks[done:checkpoint]))
+            answered += rows
+            phase: dict[str, Any] = {
+                "replay_s": round(time.perf_counter() - started, 1),
+                "ask_p50_ms": round(statistics.median(r["ms"] for r in rows), 1),
+            }
+            print(f"replayed {checkpoint} questions ({len(rows)} in {phase['replay_s']}s)", flush=True)
+            if index == 0:
+                # Readers mark some answers not helpful (an answer of each of 12 answerable questions).
+                marked = 0
+                seen: set[str] = set()
+                for row in answered:
+                    q = next(x for x in questions if x.label == row["label"])
+                    if q.planted or row["declined"] or q.label in seen or len(seen) >= 12:
+                        continue
+                    seen.add(q.label)
+                    for _ in range(2):
+                        human.post(
+                            "/agent/tools/create_feedback",
+                            json={"question": q.forms[row["form"]], "answerRequestId": row["request_id"]},
+                        ).raise_for_status()
+                        marked += 1
+                phase["marked_not_helpful"] = marked
+            phase["declined"] = sum(r["declined"] for r in rows)
+            phase["low_confidence"] = sum(1 for r in rows if not r["declined"] and r["confidence"] == "low")
+            done = checkpoint
+            if args.snapshot:
+                # The data as the replay left it, before any view: `--reuse` measures other code on it.
+                server.stop()
+                shutil.copytree(work / "data", work / f"data-{checkpoint}")
+                server.start()
+                phase["snapshot"] = str(work / f"data-{checkpoint}")
+            phase.update(
+                measure(admin, human, questions, next_fresh(), figures=index == 0 or args.figures_each)
             )
-            result["ask_p50_ms"] = round(statistics.median(r["ms"] for r in answered), 1)
-
-        else:
-            result["reused"] = str(args.reuse)
-
-        # The backlog of the whole replay, folded by as many views as it takes (each folds for
-        # about FOLD_BUDGET_SECONDS), then the view the figures are read from.
-        t0 = time.perf_counter()
-        folds = []
-        while True:
-            view = admin.get("/v1/insights/gaps", params={"limit": 1000, "questions": 1000}).json()
-            folds.append(view["refresh"])
-            if not view["refresh"]["remaining"] and not view["ungrouped"]:
-                break
-        result["backlog_fold"] = {
-            "views": len(folds),
-            "signals": sum(f["seen"] for f in folds),
-            "wall_s": round(time.perf_counter() - t0, 1),
-            "fold_ms_per_signal": round(
-                sum(f["ms"] for f in folds) / max(1, sum(f["seen"] for f in folds)), 2
-            ),
-        }
-        pairs = []
-        zh_joined = []
-        by_label_groups: dict[str, Counter[str]] = defaultdict(Counter)
-        for group in view["groups"]:
-            for item in group["questions"]:
-                q = label_of.get(normalize_question(item["question"]))
-                if q is None:  # a question of an earlier refresh timing (--reuse)
-                    continue
-                for _ in range(item["count"]):
-                    pairs.append((group["groupId"], q))
-                by_label_groups[q.label][group["groupId"]] += item["count"]
-        for q in questions:
-            if q.planted and by_label_groups.get(q.label):
-                main = by_label_groups[q.label].most_common(1)[0][0]
-                zh_groups = [
-                    g["groupId"]
-                    for g in view["groups"]
-                    for item in g["questions"]
-                    if item["question"] == q.forms["zh"]
-                ]
-                zh_joined.append((q.split, bool(zh_groups) and zh_groups[0] == main))
-        result["groups_total"] = view["totalGroups"]
-        result["gap_questions"] = view["gapQuestions"]
-        for name, keep in (
-            ("test", lambda q: q.split == "test"),
-            ("dev", lambda q: q.split == "dev"),
-            ("all", lambda q: True),
-            ("test_planted", lambda q: q.split == "test" and q.planted),
-        ):
-            result[name] = scores((g, q.label) for g, q in pairs if keep(q))
-        for split in ("test", "dev"):
-            joined = [ok for s, ok in zh_joined if s == split]
-            result[f"{split}_zh_in_main_group"] = round(sum(joined) / len(joined), 4) if joined else None
-
-        # The time from a new question to its group: ask it, then one view (which folds it in).
-        timings = []
-        for text in FRESH:
-            asked = human.post("/answer/ask", json={"question": text})
-            asked.raise_for_status()
-            gap = asked.json()["noAnswerReason"] is not None or asked.json()["confidence"] == "low"
-            t0 = time.perf_counter()
-            fresh = admin.get("/v1/insights/gaps", params={"limit": 1000, "questions": 1000}).json()
-            wall = (time.perf_counter() - t0) * 1000
-            visible = any(
-                normalize_question(i["question"]) == normalize_question(text)
-                for g in fresh["groups"]
-                for i in g["questions"]
-            )
-            timings.append(
-                {
-                    "view_ms": wall,
-                    "refresh_ms": fresh["refresh"]["ms"],
-                    "visible": visible,
-                    "gap": gap,
-                    "seen": fresh["refresh"]["seen"],
-                }
-            )
-        result["refresh"] = {
-            "new_questions": len(timings),
-            "gaps_among_them": sum(t["gap"] for t in timings),
-            "gaps_in_a_group_after_one_view": sum(t["visible"] and t["gap"] for t in timings),
-            "answered_in_no_group": sum(not t["visible"] and not t["gap"] for t in timings),
-            "view_p50_ms": round(statistics.median(t["view_ms"] for t in timings), 1),
-            "view_max_ms": round(max(t["view_ms"] for t in timings), 1),
-            "refresh_p50_ms": round(statistics.median(t["refresh_ms"] for t in timings), 1),
-            "refresh_max_ms": round(max(t["refresh_ms"] for t in timings), 1),
-        }
-        t0 = time.perf_counter()
-        summary = admin.get("/v1/insights/summary").json()
-        result["summary_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-        result["summary"] = {
-            k: summary[k]
-            for k in (
-                "questions",
-                "answerRate",
-                "declineRate",
-                "declinedByReason",
-                "confidence",
-                "callers",
-                "notHelpful",
-            )
-        }
-        result["signals_in_window"] = summary["questions"] + summary["notHelpful"]
+            result["checkpoints"][str(checkpoint)] = phase
+            _print(phase)
+            _save(args.out / "insights-replay.json", result)
         if args.keep:
             result["server"] = server.url
     finally:
         if not args.keep:
             server.stop()
-            if args.reuse is None:
+            if args.reuse is None and not args.snapshot:
                 shutil.rmtree(work, ignore_errors=True)
-    _print(result)
+    print(json.dumps(result, indent=1, ensure_ascii=False))
     _save(args.out / "insights-replay.json", result)
     return result
 
@@ -449,6 +570,8 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
 def _print(r: dict[str, Any]) -> None:
     print(json.dumps(r, indent=1, ensure_ascii=False))
     print()
+    if "test" not in r:
+        return
     print(
         "| split | gap questions | distinct gaps | groups | purity | completeness | F1 | gaps in one group |"
     )
@@ -477,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("tune", help="choose the grouping threshold on a split (offline)")
     t.add_argument("--split", default="dev", choices=("dev", "test"))
     t.add_argument("--embedder", default="use")
+    m = sub.add_parser("merge", help="merging groups whose centroids meet, on a split (offline)")
+    m.add_argument("--split", default="dev", choices=("dev", "test"))
+    m.add_argument("--embedder", default="use")
     r = sub.add_parser("replay", help="replay the planted set through a real citegate serve")
     r.add_argument("--threshold", type=float, default=None, help="default: the settings' default")
     r.add_argument("--workers", type=int, default=2)
@@ -484,17 +610,34 @@ def main(argv: list[str] | None = None) -> int:
         "--cache", type=Path, default=fetch.CACHE, help="the manuals' .deb cache (benchmarks.manuals.fetch)"
     )
     r.add_argument("--keep", action="store_true", help="leave the server running")
+    r.add_argument("--asks", type=int, default=None, help="questions in all (default: the standard 2,788)")
+    r.add_argument(
+        "--checkpoints",
+        type=lambda v: [int(x) for x in v.split(",") if x],
+        default=None,
+        help="ask counts at which to measure (comma-separated; the end always)",
+    )
+    r.add_argument("--fresh", type=int, default=20, help="new questions timed at each checkpoint")
+    r.add_argument("--fresh-offset", type=int, default=0, help="the first of FRESH to ask")
+    r.add_argument("--figures-each", action="store_true", help="group figures at every checkpoint")
+    r.add_argument(
+        "--snapshot",
+        action="store_true",
+        help="copy the data at each checkpoint, before any view (data-N in the work folder, kept)",
+    )
     r.add_argument(
         "--reuse",
         type=Path,
         default=None,
-        help="a work folder of an earlier replay (its data/): skip the ingest and the replay",
+        help="a work folder whose data/ an earlier replay left (a snapshot): measure only",
     )
-    for p in (t, r):
+    for p in (t, m, r):
         p.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args(argv)
     if args.command == "tune":
         tune(args)
+    elif args.command == "merge":
+        merge_grid(args)
     else:
         if args.threshold is None:
             from citegate.platform.settings import Settings

@@ -10,7 +10,7 @@ app = make_resolver()
 def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
     from citegate.answers.answer_api import question_outcome
     from citegate.answers.ask import ask
-    from citegate.governance.calls import charge_tokens, current_call, estimate_tokens
+    from citegate.governance.calls import charge_tokens, current_call, estimate_tokens, note_answered
     from citegate.knowledge.schemas.retrieval import AskRequest
 
     s = services()
@@ -25,12 +25,12 @@ def ask_route(kb_id: str):  # type: ignore[no-untyped-def]
         max_context_parents=request.max_context_parents,
     )
     current_call().note(
-        query=request.question,
         result_count=len(outcome.retrieval.hits),
         retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
         cited=outcome.used_refs,
-        **question_outcome(outcome, "low" if outcome.no_answer else outcome.confidence.level),
     )
+    level = "low" if outcome.no_answer else outcome.confidence.level
+    note_answered(request.question, {kb_id}, question_outcome(outcome, level))
     context = "".join(e.context or e.text for e in outcome.evidence)
     charge_tokens(s, call.principal, estimate_tokens(request.question, context, outcome.answer))
     return json_response(200, outcome.response())

@@ -286,7 +286,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
     "openai_chat_completions": governed(
         "POST /v1/chat/completions: a conversation's last question, answered with citations (JSON or SSE)",
         memory_mb=2048,
-        tables=_tables(parents="read"),
+        tables=_tables(parents="read", insights="put"),
         search="read",
         layers=("embedder", "answering"),
         group="answers",
@@ -331,7 +331,8 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
     ),
     # Insights: the views fold new signals into the groups (embedding each new question once) and
     # read signals; the fix mark re-asks a group's questions (retrieval and the answerer); the task
-    # goes through the feedback records. Answer routes above put signals (their audit's twin).
+    # goes through the feedback records. Every route that answers a question puts signals (its
+    # audit's twin): the answer routes above, chat completions, spec 003's query and chat turns.
     "insights_gaps": governed(
         "GET /v1/insights/gaps: folds new signals into gap groups, then lists the groups",
         memory_mb=2048,
@@ -369,7 +370,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
     "query_v2": governed(
         "POST /api/v2/query: retrieval rounds, document manager, streamed cited summary (SSE)",
         memory_mb=2048,
-        tables=_tables(parents="read"),
+        tables=_tables(parents="read", insights="put"),
         search="read",
         layers=("embedder", "answering"),
     ),
@@ -385,7 +386,7 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
     "agent_chat_message": governed(
         "POST /api/v1/agent/chats/{chat_id}/messages: a cited turn (JSON or SSE), web where allowed",
         memory_mb=2048,
-        tables=_tables(chats="read+write", parents="read", web_cache="write"),
+        tables=_tables(chats="read+write", parents="read", web_cache="write", insights="put"),
         search="read",
         layers=("embedder", "answering"),
     ),

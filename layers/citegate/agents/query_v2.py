@@ -16,8 +16,21 @@ from typing import TYPE_CHECKING, Any
 from citegate.agents.documents import DocumentManager
 from citegate.agents.models import ModelRegistry, ModelSpec
 from citegate.agents.planner import TOOL_NAME, Call, OfflinePlanner, ToolCallingPlanner
-from citegate.agents.summary import chinese, summarize_offline, summarize_with_model, text_for
-from citegate.governance.calls import Authorized, charge_tokens, current_call, estimate_tokens, readable_kbs
+from citegate.agents.summary import (
+    chinese,
+    summarize_offline,
+    summarize_with_model,
+    summary_outcome,
+    text_for,
+)
+from citegate.governance.calls import (
+    Authorized,
+    charge_tokens,
+    current_call,
+    estimate_tokens,
+    note_answered,
+    readable_kbs,
+)
 from citegate.knowledge.retrieval import Scope, retrieve
 from citegate.platform.errors import CitegateError, SearchUnavailableError
 
@@ -112,6 +125,7 @@ def run_query(s: AgentTools, call: Authorized, registry: ModelRegistry, request:
         retrieved=[f.chunk_id for f in ranked],
         cited=[f.chunk_id for f in ranked if f.index in summary.cited],
     )
+    note_answered(request.question, kb_ids, summary_outcome(summary, ranked))
     # Spec 003's `doc_manager.get_references()`: every document the retrieval agent found, once,
     # in the numbering of the summary's markers (the count the status line gave), whether or not
     # the summary could use them. The summary was given the first `summary.shown` of them.

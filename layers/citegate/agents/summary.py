@@ -19,6 +19,7 @@ from citegate.agents.documents import Found
 from citegate.agents.markers import MarkerGate
 from citegate.agents.models import ChatModel
 from citegate.answers.ask import build_evidence
+from citegate.governance.signals import QuestionOutcome
 
 if TYPE_CHECKING:
     from citegate.answers.base import Answerer
@@ -70,6 +71,24 @@ class Summary:
     @property
     def cited(self) -> list[int]:
         return self.gate.cited
+
+
+def summary_outcome(summary: Summary, documents: Sequence[Found]) -> QuestionOutcome:
+    """What became of the question once the summary's stream is consumed (the insights signal of
+    spec 003's query and of a chat turn): declined, or answered citing these pages ("low"
+    confidence when nothing was cited)."""
+
+    def page(found: Found) -> str:
+        return found.hit.chunk.path or found.hit.chunk.source_name
+
+    cited = [page(f) for f in documents[: summary.shown] if f.index in summary.cited]
+    return QuestionOutcome.of(
+        declined=summary.declined,
+        reason=summary.reason,
+        confidence="low" if summary.declined or not cited else "medium",
+        cited=cited,
+        found=[page(f) for f in documents],
+    )
 
 
 def context_for_model(documents: Sequence[Found]) -> str:

@@ -27,7 +27,8 @@ from citegate.answers.schemas.answer import (
     GroundedSentence,
 )
 from citegate.answers.validate import join_sentences, split_answer
-from citegate.governance.calls import Authorized, current_call, readable_kbs
+from citegate.governance.calls import Authorized, current_call, note_answered, readable_kbs
+from citegate.governance.signals import QuestionOutcome
 from citegate.knowledge.retrieval import Scope
 from citegate.knowledge.schemas.retrieval import Citation
 from citegate.platform.errors import DatasetNotAllowed, ModelUnavailable
@@ -265,24 +266,22 @@ def answer_question(
         result_count=len(outcome.retrieval.hits),
         retrieved=[h.chunk.ref_id for h in outcome.retrieval.hits],
         cited=sorted(cited),
-        **question_outcome(outcome, confidence),
     )
+    note_answered(question, kb_ids, question_outcome(outcome, confidence))
     return Asked(result, outcome)
 
 
-def question_outcome(outcome: AskOutcome, confidence: str) -> dict[str, Any]:
+def question_outcome(outcome: AskOutcome, confidence: str) -> QuestionOutcome:
     """What the audit record keeps of a question's outcome (and its insights signal is made of):
     answered or declined and why, the confidence, the pages cited (a page's path, else its source
     name) and the best pages found."""
-    cited_paths = [] if outcome.no_answer else [c.path or c.source_name for c in outcome.citations]
-    nearby = list(dict.fromkeys(h.chunk.path or h.chunk.source_name for h in outcome.retrieval.hits))
-    return {
-        "outcome": "declined" if outcome.no_answer else "answered",
-        "no_answer_code": outcome.no_answer_code if outcome.no_answer else None,
-        "confidence": confidence,
-        "cited_paths": list(dict.fromkeys(cited_paths)),
-        "nearby_paths": nearby[:5],
-    }
+    return QuestionOutcome.of(
+        declined=outcome.no_answer,
+        reason=outcome.no_answer_code,
+        confidence=confidence,
+        cited=[c.path or c.source_name for c in outcome.citations],
+        found=[h.chunk.path or h.chunk.source_name for h in outcome.retrieval.hits],
+    )
 
 
 def _ask(

@@ -9,6 +9,7 @@ is written to the audit log, refused calls included; if it cannot be written, th
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from citegate.governance.policy.model import (
     WriteAction,
     effective_scope,
 )
+from citegate.governance.signals import QuestionOutcome
 from citegate.knowledge.retrieval import Scope
 from citegate.knowledge.schemas.kb import KnowledgeBase
 from citegate.platform.errors import (
@@ -130,6 +132,13 @@ def current_call() -> CallRecord:
         record = CallRecord(request_id="", route="", source_ip=None)
         _current.set(record)
     return record
+
+
+def note_answered(question: str, kb_ids: Iterable[str], outcome: QuestionOutcome) -> None:
+    """The one place a route that answers a question says so: the question, the knowledge bases
+    it was asked of and its outcome go on the call's audit record, and from there (written once,
+    when the call ends) become its insights signal (citegate.governance.signals)."""
+    current_call().note(query=question, knowledge_bases=sorted(set(kb_ids)), **outcome.fields())
 
 
 def end_call(s: Governing, record: CallRecord, status: int, error: str | None) -> None:

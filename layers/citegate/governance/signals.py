@@ -9,6 +9,8 @@ no address, no user id. citegate.insights groups the gaps among them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from citegate.platform.dynamo import to_item
@@ -20,6 +22,45 @@ GapKind = Literal["declined", "low_confidence", "not_helpful"]
 GAP_KINDS: tuple[GapKind, ...] = ("declined", "low_confidence", "not_helpful")
 OUTCOMES = ("answered", "declined", "feedback", "improvement_task")
 QUESTION_LIMIT = 2000  # characters kept of a question (the audit's query is bounded by the routes)
+
+
+@dataclass(frozen=True)
+class QuestionOutcome:
+    """What became of a question, as every route that answers one reports it (through
+    citegate.governance.calls.note_answered, onto the call's audit record, whence its signal)."""
+
+    outcome: Literal["answered", "declined"]
+    no_answer_code: str | None = None
+    confidence: str | None = None  # high | medium | low
+    cited_paths: list[str] = field(default_factory=list)
+    nearby_paths: list[str] = field(default_factory=list)  # the best pages found, cited or not
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        declined: bool,
+        reason: str | None,
+        confidence: str | None,
+        cited: Iterable[str],
+        found: Iterable[str],
+    ) -> QuestionOutcome:
+        return cls(
+            "declined" if declined else "answered",
+            (reason or "no_answer") if declined else None,
+            confidence,
+            [] if declined else list(dict.fromkeys(cited)),
+            list(dict.fromkeys(found))[:5],
+        )
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "no_answer_code": self.no_answer_code,
+            "confidence": self.confidence,
+            "cited_paths": self.cited_paths,
+            "nearby_paths": self.nearby_paths,
+        }
 
 
 def signal_pk(tenant_id: str) -> str:

@@ -32,6 +32,7 @@ class Grouper:
 
     threshold: float
     centroids: list[Centroid] = field(default_factory=list)
+    merge_threshold: float | None = None  # groups this close merge (`meeting`); None: never
     _matrix: Vector | None = None
 
     def _rows(self) -> Vector:
@@ -73,6 +74,32 @@ class Grouper:
             self._matrix = np.vstack([self._matrix, group.vector[None, :]])
         return group
 
+    def meeting(self) -> tuple[Centroid, Centroid] | None:
+        """The closest pair of groups, one of them changed since loaded, whose centroids are within
+        the merge threshold of each other (None when there is none): only changed groups can have come
+        closer, so the cost follows the changes."""
+        changed = [i for i, c in enumerate(self.centroids) if c.changed]
+        if self.merge_threshold is None or not changed or len(self.centroids) < 2:
+            return None
+        rows = self._rows()
+        sims = rows[changed] @ rows.T
+        for row, i in enumerate(changed):
+            sims[row, i] = -1.0  # not itself
+        best = np.unravel_index(int(np.argmax(sims)), sims.shape)
+        if sims[best] < self.merge_threshold:
+            return None
+        return self.centroids[changed[int(best[0])]], self.centroids[int(best[1])]
+
+    def absorb(self, survivor: Centroid, absorbed: Centroid) -> None:
+        """`absorbed`'s members join `survivor` (a weighted mean); `absorbed` is gone."""
+        mean = survivor.vector * survivor.members + absorbed.vector * absorbed.members
+        norm = float(np.linalg.norm(mean))
+        survivor.vector = (mean / norm).astype(np.float32) if norm else survivor.vector
+        survivor.members += absorbed.members
+        survivor.changed = True
+        self.centroids.remove(absorbed)
+        self._matrix = None
+
     def add(self, group_id: str, vector: Vector) -> tuple[Centroid, bool]:
         """Place a gap question: join the nearest group above the threshold or start one.
         Returns the group and whether it is new."""
@@ -83,14 +110,30 @@ class Grouper:
         return self.start(group_id, vector), True
 
 
-def cluster(vectors: Sequence[Vector], threshold: float) -> list[int]:
-    """The group index of each vector, in order, by the same online rule (for tuning and tests)."""
-    grouper = Grouper(threshold)
-    labels: list[int] = []
+def cluster(vectors: Sequence[Vector], threshold: float, merge_threshold: float | None = None) -> list[int]:
+    """The group of each vector, in order, by the same online rule (for tuning and tests): each
+    joins or starts a group, then groups that came within the threshold merge (the larger one,
+    else the older, survives), as a refresh does after each batch (here after each question)."""
+    grouper = Grouper(threshold, merge_threshold=merge_threshold)
+    labels: list[str] = []
+    into: dict[str, str] = {}
     for i, vector in enumerate(vectors):
         group, _ = grouper.add(str(i), vector)
-        labels.append(grouper.centroids.index(group))
-    return labels
+        labels.append(group.group_id)
+        while (pair := grouper.meeting()) is not None:
+            a, b = sorted(pair, key=lambda c: (-c.members, int(c.group_id)))
+            grouper.absorb(a, b)
+            into[b.group_id] = a.group_id
+        for c in grouper.centroids:
+            c.changed = False
+
+    def final(gid: str) -> str:
+        while gid in into:
+            gid = into[gid]
+        return gid
+
+    names = {gid: n for n, gid in enumerate(dict.fromkeys(final(g) for g in labels))}
+    return [names[final(g)] for g in labels]
 
 
 def encode(vector: Vector) -> bytes:

@@ -22,7 +22,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -30,7 +30,20 @@ from citegate.answers.feedback import normalize_question
 from citegate.governance.policy.model import ANY, Policy, normalize_path
 from citegate.governance.signals import GAP_KINDS
 from citegate.insights.grouping import Centroid, Grouper, decode, encode
-from citegate.insights.store import InsightsStore
+from citegate.insights.rollups import (
+    CONFIDENCE,
+    GROUP_DAY,
+    PAGE,
+    QUESTION,
+    REASON,
+    SUMMARY_DAY,
+    TEXT,
+    Delta,
+    as_row,
+    counters,
+    deltas,
+)
+from citegate.insights.store import Counted, InsightsStore, group_pk
 from citegate.platform.dynamo import utc_now
 from citegate.platform.errors import InvalidRequest, NotFound
 
@@ -69,15 +82,22 @@ class InsightsSources(Protocol):
 class Window:
     since: str
     until: str
+    open_end: bool = False  # until is now (or later): the last day is whole so far
 
     @classmethod
     def parse(cls, since: str | None, until: str | None, default_days: int) -> Window:
         now = dt.datetime.now(dt.UTC)
         end = _instant(until, "until", end=True) if until else now
-        start = _instant(since, "since", end=False) if since else end - dt.timedelta(days=default_days)
+        # By default the last `default_days` days, today included, from midnight (UTC): whole
+        # days, which the views read from the rollups.
+        start = (
+            _instant(since, "since", end=False)
+            if since
+            else dt.datetime.combine(end.date() - dt.timedelta(days=default_days - 1), dt.time(), dt.UTC)
+        )
         if start > end:
             raise InvalidRequest("since must not be after until", details={"field": "since"})
-        return cls(_iso(start), _iso(end))
+        return cls(_iso(start), _iso(end), open_end=end >= now)
 
 
 def _instant(value: str, name: str, *, end: bool) -> dt.datetime:
@@ -153,7 +173,7 @@ class Filters:
         return self.caller is None or signal.get("caller_kind") == self.caller
 
 
-# --- refresh -----------------------------------------------------------------------------------
+# --- refresh ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -162,6 +182,8 @@ class Refreshed:
     gaps: int = 0
     new_groups: int = 0
     linked: int = 0  # answered questions linked to a group
+    counted: int = 0  # signals added to the rollups by this refresh (a signal is counted once)
+    merged: int = 0  # groups merged into another (their centroids came within the threshold)
     skipped: bool = False  # another refresh held the lease
     remaining: int = 0  # signals left for the next view (a backlog larger than one view's budget)
     ms: float = 0.0
@@ -180,71 +202,127 @@ def _group_id(signal: dict[str, Any]) -> str:
     return "g" + hashlib.sha256(str(signal["sk"]).encode()).hexdigest()[:15]
 
 
+def _since(mark: Any) -> str:
+    if not mark:
+        return "0000"
+    return _iso(dt.datetime.fromisoformat(str(mark)[:23].replace("Z", "+00:00")) - LOOKBACK)
+
+
+def uncounted(s: InsightsSources, tenant_id: str) -> list[dict[str, Any]]:
+    """The signals not in the rollups yet: written since the last fold (or left by its budget)."""
+    mark = s.insights.state(tenant_id).get("counted_watermark")
+    return s.insights.signals(tenant_id, _since(mark), "9999", uncounted_only=True, view=True)
+
+
 def refresh(s: InsightsSources, tenant_id: str) -> Refreshed:
+    return _refresh(s, tenant_id)[0]
+
+
+def _refresh(s: InsightsSources, tenant_id: str) -> tuple[Refreshed, list[dict[str, Any]]]:
+    """Fold the signals not counted yet into the groups and the rollups; returns what it did and
+    the signals it left for the next view (over its time budget)."""
     started = time.perf_counter()
     store = s.insights
     owner = uuid.uuid4().hex
     if not store.take_lease(tenant_id, owner, LEASE_SECONDS):
-        return Refreshed(skipped=True)
+        return Refreshed(skipped=True), []
     watermark: str | None = None
     done = Refreshed()
+    left: list[dict[str, Any]] = []
     try:
-        state = store.state(tenant_id)
-        mark = state.get("watermark")
-        since = (
-            _iso(dt.datetime.fromisoformat(str(mark)[:23].replace("Z", "+00:00")) - LOOKBACK)
-            if mark
-            else "0000"
-        )
-        signals = store.signals(tenant_id, since, "9999", pending_only=True)  # oldest first
-        if signals:
-            watermark = max(str(mark or ""), max(str(sig["sk"]) for sig in signals))
-        pending = signals
+        mark = store.state(tenant_id).get("counted_watermark")
+        pending = store.signals(tenant_id, _since(mark), "9999", uncounted_only=True)  # oldest first
+        if pending:
+            watermark = max(str(mark or ""), max(str(sig["sk"]) for sig in pending))
+        folder = _Folder(s, tenant_id, str(mark or ""))
         for start in range(0, len(pending), FOLD_BATCH):
             batch = pending[start : start + FOLD_BATCH]
-            _fold(s, tenant_id, batch, done)
+            folder.fold(batch, done)
             if start + FOLD_BATCH < len(pending) and time.perf_counter() - started > FOLD_BUDGET_SECONDS:
                 # Well inside the lease: the rest waits for the next view, from this point on.
                 watermark = str(batch[-1]["sk"])
-                done.remaining = len(pending) - start - len(batch)
+                left = pending[start + len(batch) :]
+                done.remaining = len(left)
                 break
+        folder.merge(done)
     finally:
         store.release(tenant_id, owner, watermark)
     done.ms = round((time.perf_counter() - started) * 1000, 2)
-    return done
+    return done, left
 
 
 def _kb_key(record: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(record.get("kbs") or []))
 
 
-def _fold(s: InsightsSources, tenant_id: str, pending: list[dict[str, Any]], done: Refreshed) -> None:
-    store = s.insights
-    items = {g["sk"]: g for g in store.groups(tenant_id) if g.get("centroid")}
-    # Groups are per set of knowledge bases: a reader of one knowledge base sees, and may act on, a
-    # group whole; a like question asked of another knowledge base is another knowledge base's gap.
-    threshold = s.settings.insights_threshold
-    groupers: dict[tuple[str, ...], Grouper] = {}
-    for gid, g in items.items():
-        groupers.setdefault(_kb_key(g), Grouper(threshold)).centroids.append(
-            Centroid(gid, decode(g["centroid"]), int(g.get("members") or 1))
+def _after_fix(item: dict[str, Any], kind: str) -> str:
+    """The group item's counter of questions after its fix mark (named by the mark: a new mark
+    starts from zero)."""
+    return f"a:{item.get('fixed_at')}:{kind}"
+
+
+class _Folder:
+    """One refresh's groups (per set of knowledge bases, as centroids) and what it changed."""
+
+    def __init__(self, s: InsightsSources, tenant_id: str, mark: str) -> None:
+        self.s, self.tenant, self.mark = s, tenant_id, mark
+        self.items = {g["sk"]: g for g in s.insights.groups(tenant_id)}
+        self.threshold = s.settings.insights_threshold
+        self.merging = s.settings.insights_merge_threshold
+        self.groupers: dict[tuple[str, ...], Grouper] = {}
+        for gid, g in self.items.items():
+            if g.get("centroid") and not g.get("merged_into"):
+                self.groupers.setdefault(_kb_key(g), self._grouper()).centroids.append(
+                    Centroid(gid, decode(g["centroid"]), int(g.get("members") or 1))
+                )
+
+    def _grouper(self) -> Grouper:
+        return Grouper(self.threshold, merge_threshold=self.merging)
+
+    def fold(self, batch: list[dict[str, Any]], done: Refreshed) -> None:
+        # Signals grouped before the rollups existed keep their group (no embedding): only counted.
+        fresh = [sig for sig in batch if not sig.get("grouped")]
+        vectors = dict(
+            zip(
+                (str(sig["sk"]) for sig in fresh),
+                embed_questions(self.s.embedder, (str(sig["question"]) for sig in fresh)),
+                strict=True,
+            )
         )
-    vectors = embed_questions(s.embedder, (str(sig["question"]) for sig in pending))
-    touched: dict[str, dict[str, Any]] = {}
-    marks: list[tuple[str, str, str | None]] = []
-    for signal, vector in zip(pending, vectors, strict=True):
-        done.seen += 1
-        grouper = groupers.setdefault(_kb_key(signal), Grouper(threshold))
-        if not signal.get("gap"):
-            found, _ = grouper.place(vector)
-            if found is not None:
-                done.linked += 1
-            marks.append((signal["sk"], found.group_id if found else "-", found.group_id if found else None))
-            continue
+        touched: dict[str, dict[str, Any]] = {}
+        folded: list[Counted] = []
+        group_adds: dict[str, list[Delta]] = {}
+        for signal in batch:
+            done.seen += 1
+            sk = str(signal["sk"])
+            if signal.get("grouped"):
+                gid = signal.get("group_id")
+                grouped = str(signal["grouped"])
+            elif not signal.get("gap"):
+                found, _ = self.groupers.setdefault(_kb_key(signal), self._grouper()).place(vectors[sk])
+                gid = found.group_id if found else None
+                grouped = gid or "-"
+                done.linked += int(found is not None)
+            else:
+                gid = self._join(signal, vectors[sk], touched, done)
+                grouped = gid
+            folded.append(Counted(sk, grouped, gid, deltas(self.tenant, signal, gid), late=sk < self.mark))
+            item = self.items.get(gid or "")
+            if item and item.get("fixed_at") and str(signal["at"]) >= str(item["fixed_at"]):
+                kind = "gaps" if signal.get("gap") else "answered"
+                group_adds[sk] = [Delta(group_pk(self.tenant), str(gid), {}, {_after_fix(item, kind): 1})]
+        # The groups first: a signal counted without its group's item would point at nothing.
+        for gid in touched:
+            self._save(gid)
+        done.counted += self.s.insights.count(self.tenant, folded, group_adds)
+
+    def _join(
+        self, signal: dict[str, Any], vector: np.ndarray, touched: dict[str, dict[str, Any]], done: Refreshed
+    ) -> str:
         done.gaps += 1
-        group, new = grouper.add(_group_id(signal), vector)
+        group, new = self.groupers.setdefault(_kb_key(signal), self._grouper()).add(_group_id(signal), vector)
         done.new_groups += int(new)
-        item = touched.get(group.group_id) or items.get(group.group_id) or {"created_at": signal["at"]}
+        item = self.items.setdefault(group.group_id, {"sk": group.group_id, "created_at": signal["at"]})
         touched[group.group_id] = item
         if new:
             item["first_question"] = signal["question"]
@@ -252,11 +330,20 @@ def _fold(s: InsightsSources, tenant_id: str, pending: list[dict[str, Any]], don
         item["expires_at"] = max(int(item.get("expires_at") or 0), int(signal.get("expires_at") or 0))
         item["kbs"] = sorted(set(item.get("kbs") or []) | set(signal.get("kbs") or []))
         item["samples"] = _sample(item.get("samples") or [], str(signal["question"]))
-        marks.append((signal["sk"], group.group_id, group.group_id))
-    centroids = {c.group_id: c for g in groupers.values() for c in g.centroids if c.changed}
-    for gid, item in touched.items():
-        c = centroids[gid]
-        fields = {
+        item["_centroid"] = group
+        return group.group_id
+
+    def _centroid(self, gid: str) -> Centroid:
+        item = self.items[gid]
+        found = item.get("_centroid")
+        if found is None:
+            found = next(c for g in self.groupers.values() for c in g.centroids if c.group_id == gid)
+            item["_centroid"] = found
+        return cast("Centroid", found)
+
+    def _fields(self, gid: str) -> dict[str, Any]:
+        item, c = self.items[gid], self._centroid(gid)
+        return {
             "centroid": encode(c.vector),
             "members": c.members,
             "created_at": item["created_at"],
@@ -265,11 +352,90 @@ def _fold(s: InsightsSources, tenant_id: str, pending: list[dict[str, Any]], don
             "kbs": item["kbs"],
             "samples": item["samples"],
             "first_question": item.get("first_question") or item["samples"][0]["q"],
-            "model": getattr(s.embedder, "model_id", ""),
+            "model": getattr(self.s.embedder, "model_id", ""),
         }
-        store.save_group(tenant_id, gid, fields)
-    for sk, grouped, group_id in marks:  # after the groups: a lost mark only folds a signal again
-        store.mark_signal(tenant_id, sk, grouped, group_id)
+
+    def _save(self, gid: str) -> None:
+        self.s.insights.save_group(self.tenant, gid, self._fields(gid))
+
+    def merge(self, done: Refreshed) -> None:
+        """Merge groups whose centroids came within the threshold of each other as questions
+        joined them: only groups changed by this refresh are compared (against every group of their
+        knowledge bases), so the cost follows the new questions, not the groups."""
+        for grouper in self.groupers.values():
+            while (pair := grouper.meeting()) is not None:
+                if not self._merge_pair(grouper, *pair):
+                    break
+                done.merged += 1
+
+    def _merge_pair(self, grouper: Grouper, a: Centroid, b: Centroid) -> bool:
+        def rank(c: Centroid) -> tuple[int, str, str]:
+            return (-c.members, str(self.items[c.group_id].get("created_at") or ""), c.group_id)
+
+        survivor, absorbed = sorted((a, b), key=rank)
+        keep, gone = self.items[survivor.group_id], self.items[absorbed.group_id]
+        merged = Grouper(
+            self.merging,
+            [
+                Centroid("s", survivor.vector, survivor.members),
+                Centroid("a", absorbed.vector, absorbed.members),
+            ],
+        )
+        merged.absorb(*merged.centroids)
+        samples = keep.get("samples") or []
+        for sample in gone.get("samples") or []:
+            for _ in range(int(sample["n"])):
+                samples = _sample(samples, str(sample["q"]))
+        sets: dict[str, Any] = {
+            "centroid": encode(merged.centroids[0].vector),
+            "members": survivor.members + absorbed.members,
+            "created_at": min(str(keep.get("created_at") or "~"), str(gone.get("created_at") or "~")),
+            "last_at": max(str(keep.get("last_at") or ""), str(gone.get("last_at") or "")),
+            "expires_at": max(int(keep.get("expires_at") or 0), int(gone.get("expires_at") or 0)),
+            "kbs": sorted(set(keep.get("kbs") or []) | set(gone.get("kbs") or [])),
+            "samples": samples,
+            "merged": [*(keep.get("merged") or []), absorbed.group_id, *(gone.get("merged") or [])],
+        }
+        sets.update(_merged_marks(keep, gone))
+        if not self.s.insights.merge(self.tenant, survivor.group_id, sets, absorbed.group_id, utc_now()):
+            return False
+        keep.update(sets)
+        gone["merged_into"] = survivor.group_id
+        grouper.absorb(survivor, absorbed)
+        return True
+
+
+def _merged_marks(keep: dict[str, Any], gone: dict[str, Any]) -> dict[str, Any]:
+    """The marks a merged group keeps: its own fix mark, else the absorbed group's (with the
+    answers counted after it); every improvement task of both (the survivor's first)."""
+    sets: dict[str, Any] = {}
+    if not keep.get("fixed_at") and gone.get("fixed_at"):
+        for name in ("fixed_at", "fixed_by", "fix_note", "recheck"):
+            if gone.get(name) is not None:
+                sets[name] = gone[name]
+        sets.update({k: v for k, v in gone.items() if k.startswith("a:")})
+    elif keep.get("fixed_at") and keep.get("fixed_at") == gone.get("fixed_at"):
+        for name in (_after_fix(keep, "answered"), _after_fix(keep, "gaps")):
+            sets[name] = int(keep.get(name) or 0) + int(gone.get(name) or 0)
+    tasks = [
+        t
+        for t in dict.fromkeys(
+            [
+                keep.get("task_record"),
+                *(keep.get("task_records") or []),
+                gone.get("task_record"),
+                *(gone.get("task_records") or []),
+            ]
+        )
+        if t
+    ]
+    if tasks:
+        sets["task_records"] = tasks
+        if not keep.get("task_record"):
+            sets["task_record"] = tasks[0]
+            if gone.get("task_at"):
+                sets["task_at"] = gone["task_at"]
+    return sets
 
 
 def _sample(samples: list[dict[str, Any]], question: str) -> list[dict[str, Any]]:
@@ -287,9 +453,71 @@ def _sample(samples: list[dict[str, Any]], question: str) -> list[dict[str, Any]
 # --- views -------------------------------------------------------------------------------------
 
 
+def _day(value: str, days: int) -> str:
+    return (dt.date.fromisoformat(value) + dt.timedelta(days=days)).isoformat()
+
+
+def split_window(window: Window, now: str) -> tuple[str | None, str | None, list[tuple[str, str]]]:
+    """The whole days of a window (read from the rollups) and the partial ranges at its edges
+    (read as raw signals: at most a day at each end). A day is whole when the window covers it
+    from its start to its end, or to now (nothing is asked in the future)."""
+    since, until = window.since, window.until
+    first, last = since[:10], until[:10]
+    start_whole = since.endswith("T00:00:00.000Z")
+    end_whole = until.endswith("T23:59:59.999Z") or window.open_end or until >= now
+    if first == last:
+        return (first, last, []) if start_whole and end_whole else (None, None, [(since, until)])
+    raws: list[tuple[str, str]] = []
+    if not start_whole:
+        raws.append((since, first + "T23:59:59.999Z"))
+        first = _day(first, 1)
+    if not end_whole:
+        raws.append((last + "T00:00:00.000Z", until))
+        last = _day(last, -1)
+    return (first, last, raws) if first <= last else (None, None, raws)
+
+
+@dataclass
+class _Read:
+    """What a view reads: rollup rows of whole days, plus rows made from raw signals (the partial
+    days at the window's edges, counted or not, and signals not counted yet), plus the signals
+    not yet folded into a group."""
+
+    rows: list[dict[str, Any]]
+    unfolded: list[dict[str, Any]]
+
+
+def _read(
+    s: InsightsSources, tenant: str, window: Window, kind: str, uncounted_signals: list[dict[str, Any]]
+) -> _Read:
+    first, last, raws = split_window(window, utc_now())
+    rows = s.insights.rows(tenant, kind, first, last) if first and last else []
+    unfolded: list[dict[str, Any]] = []
+
+    def add(signal: dict[str, Any], counted: bool) -> None:
+        made = deltas(tenant, signal, signal.get("group_id") if counted else None)
+        if kind == SUMMARY_DAY:
+            rows.append(as_row(made[0]))
+        elif counted and len(made) > 1:
+            rows.append(as_row(made[1]))
+        elif not counted:
+            unfolded.append(signal)
+
+    for lo, hi in raws:
+        for signal in s.insights.signals(tenant, lo, hi, view=True):
+            add(signal, bool(signal.get("counted")))
+    if first and last:
+        low, high = first + "T00:00:00.000Z", last + "T23:59:59.999Z\uffff"
+        for signal in uncounted_signals:
+            if low <= str(signal["sk"]) <= high and not signal.get("counted"):
+                add(signal, False)
+    return _Read(rows, unfolded)
+
+
 @dataclass
 class _Agg:
     count: int = 0
+    answered: int = 0  # answered questions linked to the group in the window
     first: str = ""
     last: str = ""
     callers: Counter[str] = field(default_factory=Counter)
@@ -300,31 +528,36 @@ class _Agg:
     pages: Counter[str] = field(default_factory=Counter)
     kbs: set[str] = field(default_factory=set)
     records: set[str] = field(default_factory=set)
-    after_gaps: int = 0
-    after_answered: int = 0
 
-    def add_gap(self, signal: dict[str, Any]) -> None:
-        at = str(signal["at"])
-        self.count += 1
-        self.first = min(self.first, at) if self.first else at
-        self.last = max(self.last, at)
-        self.callers[str(signal.get("caller_kind"))] += 1
-        self.kinds[str(signal.get("gap"))] += 1
-        if signal.get("reason"):
-            self.reasons[str(signal["reason"])] += 1
-        key = normalize_question(str(signal["question"]))
-        self.questions[key] += 1
-        self.texts.setdefault(key, str(signal["question"]))
-        for page in list(signal.get("cited_paths") or []) + list(signal.get("nearby_paths") or []):
-            self.pages[page] += 1
-        self.kbs.update(signal.get("kbs") or [])
-        if signal.get("feedback_record"):
-            self.records.add(str(signal["feedback_record"]))
+    def add_row(self, row: dict[str, Any]) -> None:
+        n = int(row.get("n") or 0)
+        if row.get("kind") == "answered":
+            self.answered += n
+            return
+        self.count += n
+        first, last = str(row.get("first") or ""), str(row.get("last") or "")
+        self.first = min(self.first, first) if self.first and first else self.first or first
+        self.last = max(self.last, last)
+        self.callers[str(row.get("caller_kind"))] += n
+        self.kinds[str(row.get("kind"))] += n
+        self.reasons.update(counters(row, REASON))
+        for key, count in counters(row, QUESTION).items():
+            self.questions[key] += count
+            if key not in self.texts and row.get(TEXT + key):
+                self.texts[key] = str(row[TEXT + key])
+        self.pages.update(counters(row, PAGE))
+        self.kbs.update(row.get("kbs") or [])
+        self.records.update(row.get("records") or [])
 
 
-def _signals(s: InsightsSources, call: Authorized, window: Window, filters: Filters) -> list[dict[str, Any]]:
-    found = s.insights.signals(call.principal.tenant_id, window.since, window.until, view=True)
-    return [sig for sig in found if visible(sig, call.policy) and filters.admits(sig)]
+def _final(items: dict[str, dict[str, Any]], gid: str) -> str:
+    """The group a (possibly merged) group's questions now count in."""
+    for _ in range(32):  # a chain of merges; bounded against a cycle written by hand
+        into = (items.get(gid) or {}).get("merged_into")
+        if not into:
+            break
+        gid = str(into)
+    return gid
 
 
 def gaps(
@@ -337,30 +570,27 @@ def gaps(
     questions: int = QUESTIONS_SHOWN,
 ) -> dict[str, Any]:
     tenant = call.principal.tenant_id
-    refreshed = refresh(s, tenant)
-    groups: dict[str, _Agg] = defaultdict(_Agg)
-    pending = 0
-    signals = _signals(s, call, window, filters)
+    refreshed, left = _refresh(s, tenant)
+    if refreshed.skipped:  # another view is folding: what it has not counted yet is read raw
+        left = uncounted(s, tenant)
+    read = _read(s, tenant, window, GROUP_DAY, left)
     items = {g["sk"]: g for g in s.insights.groups(tenant)}
-    for signal in signals:
-        gid, gap = signal.get("group_id"), signal.get("gap")
-        if gap and filters.kind is not None and gap != filters.kind:
-            continue
-        if gap and not gid:
-            pending += 1  # not folded in yet (another view holds the lease, or a backlog)
-            continue
-        if not gid:
-            continue
-        if gap:
-            groups[gid].add_gap(signal)
-        fixed_at = (items.get(gid) or {}).get("fixed_at")
-        if fixed_at and str(signal["at"]) >= str(fixed_at):
-            if gap:
-                groups[gid].after_gaps += 1
-            else:
-                groups[gid].after_answered += 1
+    groups: dict[str, _Agg] = defaultdict(_Agg)
+
+    def shown(record: dict[str, Any], kind: Any) -> bool:
+        kind_ok = filters.kind is None or kind == filters.kind
+        return kind_ok and visible(record, call.policy) and filters.admits(record)
+
+    for row in read.rows:
+        if shown(row, row.get("kind")):
+            groups[_final(items, str(row["group_id"]))].add_row(row)
+    pending = sum(1 for sig in read.unfolded if sig.get("gap") and shown(sig, sig["gap"]))
     ranked = sorted(
-        ((gid, agg) for gid, agg in groups.items() if agg.count or agg.after_answered),
+        (
+            (gid, agg)
+            for gid, agg in groups.items()
+            if agg.count or (agg.answered and (items.get(gid) or {}).get("fixed_at"))
+        ),
         key=lambda pair: (-pair[1].count, pair[1].first),
     )
     return {
@@ -375,35 +605,44 @@ def gaps(
 
 
 def _group_view(gid: str, agg: _Agg, item: dict[str, Any], shown: int) -> dict[str, Any]:
-    top = agg.questions.most_common()
-    representative = agg.texts[top[0][0]] if top else str(item.get("first_question") or "")
+    top = sorted(agg.questions.items(), key=lambda kv: (-kv[1], agg.texts.get(kv[0], "")))
+    representative = agg.texts.get(top[0][0], "") if top else str(item.get("first_question") or "")
     view: dict[str, Any] = {
         "groupId": gid,
         "representative": representative,
         "count": agg.count,
+        "answered": agg.answered,
         "firstSeen": agg.first or None,
         "lastSeen": agg.last or None,
         "callers": dict(agg.callers),
         "kinds": dict(agg.kinds),
         "reasons": dict(agg.reasons),
-        "questions": [{"question": agg.texts[k], "count": n} for k, n in top[:shown]],
+        "questions": [{"question": agg.texts.get(k, ""), "count": n} for k, n in top[:shown]],
         "distinctQuestions": len(top),
         "pages": [{"path": p, "count": n} for p, n in agg.pages.most_common(PAGES_SHOWN)],
         "knowledgeBases": sorted(agg.kbs),
         "feedbackRecords": sorted(agg.records),
         "improvementTask": item.get("task_record"),
-        "fix": _fix_view(agg, item),
+        "improvementTasks": list(
+            item.get("task_records") or ([item["task_record"]] if item.get("task_record") else [])
+        ),
+        "mergedGroups": list(item.get("merged") or []),
+        "fix": _fix_view(item),
     }
     return view
 
 
-def _fix_view(agg: _Agg, item: dict[str, Any]) -> dict[str, Any] | None:
+def _fix_view(item: dict[str, Any]) -> dict[str, Any] | None:
+    """The fix mark, and whether the group's questions are answered since: its re-asked questions
+    and every question of the group asked after the mark (counted as they are folded)."""
     if not item.get("fixed_at"):
         return None
     recheck = item.get("recheck") or {}
     asked, answered = int(recheck.get("asked") or 0), int(recheck.get("answered") or 0)
-    total = asked + agg.after_answered + agg.after_gaps
-    good = answered + agg.after_answered
+    after_answered = int(item.get(_after_fix(item, "answered")) or 0)
+    after_gaps = int(item.get(_after_fix(item, "gaps")) or 0)
+    total = asked + after_answered + after_gaps
+    good = answered + after_answered
     verdict = (
         "unknown" if total == 0 else "answered" if good == total else "unanswered" if good == 0 else "partly"
     )
@@ -412,39 +651,33 @@ def _fix_view(agg: _Agg, item: dict[str, Any]) -> dict[str, Any] | None:
         "fixedBy": item.get("fixed_by"),
         "note": item.get("fix_note"),
         "recheck": recheck or None,
-        "afterFix": {"answered": agg.after_answered, "gaps": agg.after_gaps},
+        "afterFix": {"answered": after_answered, "gaps": after_gaps},
         "verdict": verdict,
     }
 
 
 def summary(s: InsightsSources, call: Authorized, window: Window, filters: Filters) -> dict[str, Any]:
+    """Per-day totals from the rollups; it folds nothing (the gaps view does), so signals not
+    counted yet are read raw."""
+    tenant = call.principal.tenant_id
     days: dict[str, Counter[str]] = defaultdict(Counter)
     reasons: Counter[str] = Counter()
     confidence: Counter[str] = Counter()
     callers: Counter[str] = Counter()
     pages: Counter[str] = Counter()
     totals: Counter[str] = Counter()
-    for signal in _signals(s, call, window, filters):
-        day = days[str(signal.get("day") or str(signal["at"])[:10])]
-        outcome = str(signal["outcome"])
-        if outcome in ("feedback", "improvement_task"):
-            day["notHelpful"] += 1
-            totals["notHelpful"] += 1
+    for row in _read(s, tenant, window, SUMMARY_DAY, uncounted(s, tenant)).rows:
+        if not (visible(row, call.policy) and filters.admits(row)):
             continue
-        day["questions"] += 1
-        totals["questions"] += 1
-        callers[str(signal.get("caller_kind"))] += 1
-        day[outcome] += 1
-        totals[outcome] += 1
-        if outcome == "declined":
-            reasons[str(signal.get("reason") or "no_answer")] += 1
-        else:
-            level = str(signal.get("confidence") or "low")
-            confidence[level] += 1
-            if level == "low":
-                day["lowConfidence"] += 1
-            for page in dict.fromkeys(signal.get("cited_paths") or []):
-                pages[page] += 1
+        day = days[str(row["day"])]
+        for name in ("questions", "answered", "declined", "lowConfidence", "notHelpful"):
+            n = int(row.get(name) or 0)
+            day[name] += n
+            totals[name] += n
+        callers[str(row.get("caller_kind"))] += int(row.get("questions") or 0)
+        reasons.update(counters(row, REASON))
+        confidence.update(counters(row, CONFIDENCE))
+        pages.update(counters(row, PAGE))
     questions = totals["questions"]
 
     def rate(n: int) -> float | None:
@@ -459,10 +692,10 @@ def summary(s: InsightsSources, call: Authorized, window: Window, filters: Filte
         "notHelpful": totals["notHelpful"],
         "answerRate": rate(totals["answered"]),
         "declineRate": rate(totals["declined"]),
-        "declineRateByReason": {r: rate(n) for r, n in reasons.most_common()},
-        "declinedByReason": dict(reasons.most_common()),
+        "declineRateByReason": {r: rate(n) for r, n in reasons.most_common() if n},
+        "declinedByReason": {r: n for r, n in reasons.most_common() if n},
         "confidence": {level: confidence[level] for level in ("high", "medium", "low")},
-        "callers": dict(callers),
+        "callers": {k: n for k, n in callers.items() if n},
         "topCitedPages": [{"path": p, "count": n} for p, n in pages.most_common(10)],
         "perDay": [
             {
@@ -474,6 +707,7 @@ def summary(s: InsightsSources, call: Authorized, window: Window, filters: Filte
                 "notHelpful": c["notHelpful"],
             }
             for day, c in sorted(days.items())
+            if any(c.values())
         ],
     }
 
@@ -485,6 +719,10 @@ def actionable_group(s: InsightsSources, call: Authorized, group_id: str) -> dic
     """The group, when the caller is granted every knowledge base its questions named: acting on
     a group speaks for all its questions. Otherwise it is not found (nothing leaks by the code)."""
     item = s.insights.group(call.principal.tenant_id, group_id) if len(group_id) <= 64 else None
+    for _ in range(32):  # a merged group is acted on as the group that absorbed it
+        if item is None or not item.get("merged_into"):
+            break
+        item = s.insights.group(call.principal.tenant_id, str(item["merged_into"]))
     kbs = (item or {}).get("kbs") or []
     if item is None or not all(call.policy.allows_kb(kb) for kb in kbs):
         raise NotFound(f"gap group {group_id!r} not found", details={"group_id": group_id})
@@ -500,14 +738,19 @@ def mark_fixed(
     s: Any, call: Authorized, group_id: str, *, fixed: bool, note: str | None, recheck: bool
 ) -> dict[str, Any]:
     item = actionable_group(s, call, group_id)
+    group_id = str(item["sk"])
     tenant = call.principal.tenant_id
+    # The counts of answers after an earlier mark go with it.
+    counted_after = [k for k in item if k.startswith("a:")]
     if not fixed:
-        s.insights.mark_group(tenant, group_id, {}, ["fixed_at", "fixed_by", "fix_note", "recheck"])
+        s.insights.mark_group(
+            tenant, group_id, {}, ["fixed_at", "fixed_by", "fix_note", "recheck", *counted_after]
+        )
         return {"groupId": group_id, "fixed": False}
     sets: dict[str, Any] = {"fixed_at": utc_now(), "fixed_by": f"{call.principal.type}:{call.principal.id}"}
     if note:
         sets["fix_note"] = note
-    removes = [] if note else ["fix_note"]
+    removes = counted_after + ([] if note else ["fix_note"])
     if recheck:
         sets["recheck"] = recheck_group(s, call, item)
     else:
@@ -561,6 +804,7 @@ def open_task(
     from citegate.answers.schemas.feedback import ImprovementTaskBody
 
     item = actionable_group(s, call, group_id)
+    group_id = str(item["sk"])
     question = representative(item)
     others = [str(x["q"]) for x in (item.get("samples") or [])[1:QUESTIONS_SHOWN]]
     text = description or "\n".join(

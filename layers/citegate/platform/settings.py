@@ -133,6 +133,9 @@ class Settings(BaseModel):
     # (cosine, the configured embedder's vectors; tuned for "use" on the planted set's dev split,
     # docs/results/insights.md), else starts its own; views cover this many days unless told.
     insights_threshold: float = Field(0.65, ge=0.0, le=1.0, alias="CITEGATE_INSIGHTS_THRESHOLD")
+    # Two groups whose centroids come at least this similar merge. Merging at the join threshold
+    # merged distinct planted gaps (docs/results/insights.md), so only groups become alike merge.
+    insights_merge_threshold: float = Field(0.9, ge=0.0, le=1.0, alias="CITEGATE_INSIGHTS_MERGE_THRESHOLD")
     insights_window_days: int = Field(30, ge=1, le=3660, alias="CITEGATE_INSIGHTS_WINDOW_DAYS")
 
     # Search: the embedded engine on one machine, OpenSearch when a URL is configured.

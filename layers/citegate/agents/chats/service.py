@@ -49,9 +49,10 @@ from citegate.agents.summary import (
     chinese,
     summarize_offline,
     summarize_with_model,
+    summary_outcome,
     text_for,
 )
-from citegate.governance.calls import Authorized, charge_tokens, current_call, estimate_tokens
+from citegate.governance.calls import Authorized, charge_tokens, current_call, estimate_tokens, note_answered
 from citegate.knowledge.retrieval import retrieve
 from citegate.platform.dynamo import utc_now
 from citegate.platform.errors import CitegateError, InvalidRequest, error_code
@@ -400,6 +401,7 @@ class Turn:
             retrieved=[found.chunk_id for found in ranked],
             cited=[found.chunk_id for found in shown if found.index in summary.cited],
         )
+        note_answered(question, names, summary_outcome(summary, ranked))
 
     def _summary(
         self, model: ChatModel | None, ranked: list[Found], history: list[dict[str, str]]

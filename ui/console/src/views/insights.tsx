@@ -52,6 +52,8 @@ interface Group {
   pages: { path: string; count: number }[];
   feedbackRecords: string[];
   improvementTask?: string | null;
+  improvementTasks?: string[];
+  mergedGroups?: string[];
   fix: Fix | null;
 }
 
@@ -359,7 +361,19 @@ export function Insights({ api }: { api: Api }) {
               ) : null}
               {g.improvementTask || g.feedbackRecords.length ? (
                 <p class="small">
-                  Records: {[...(g.improvementTask ? [g.improvementTask] : []), ...g.feedbackRecords].join(", ")}
+                  Records:{" "}
+                  {[
+                    ...new Set([
+                      ...(g.improvementTasks?.length ? g.improvementTasks : g.improvementTask ? [g.improvementTask] : []),
+                      ...g.feedbackRecords,
+                    ]),
+                  ].join(", ")}
+                </p>
+              ) : null}
+              {g.mergedGroups?.length ? (
+                <p class="small muted">
+                  Merged with {g.mergedGroups.length} group{g.mergedGroups.length === 1 ? "" : "s"} whose questions came
+                  to mean the same: {g.mergedGroups.join(", ")}
                 </p>
               ) : null}
               {g.fix ? (
