@@ -280,6 +280,8 @@ def test_two_concurrent_syncs_of_one_source_run_once(
     assert done["finished_at"] and done["duration_ms"] is not None
     runs = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs").json()["runs"]
     assert len(runs) == 1
+    unknown = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs/run_0000")
+    assert unknown.status_code == 404 and unknown.json()["error"] == "run_not_found"
 
 
 def test_source_errors_and_deletion(

@@ -26,9 +26,10 @@ from citegate.knowledge.sources.model import (
     UpdateSourceRequest,
     WebsiteSettings,
 )
+from citegate.knowledge.sources.store import RunNotFound
 from citegate.knowledge.sources.sync import SourceSync, new_run_id, summary
 from citegate.platform.dynamo import utc_now
-from citegate.platform.errors import DocumentNotFound, InvalidRequest, NotFound, StorageUnavailable
+from citegate.platform.errors import DocumentNotFound, InvalidRequest, StorageUnavailable
 from citegate.platform.observability import logger
 
 if TYPE_CHECKING:
@@ -52,10 +53,6 @@ def next_sync_at(minutes: int | None, after: dt.datetime | None = None) -> str |
 def sync_message(run: SyncRun) -> str:
     """The ingestion queue's message for a queued run (citegate.knowledge.ingest.consumer)."""
     return json.dumps({"source_sync": {"kb_id": run.kb_id, "source_id": run.source_id, "run_id": run.run_id}})
-
-
-class RunNotFound(NotFound):
-    kind = "run_not_found"
 
 
 class SourceService:

@@ -30,6 +30,10 @@ class SourceNotFound(NotFound):
     kind = "source_not_found"
 
 
+class RunNotFound(NotFound):
+    kind = "run_not_found"
+
+
 class SyncInProgress(Conflict):
     kind = "sync_in_progress"
 
