@@ -622,7 +622,11 @@ def _labelled(sentence: str, heading: str) -> str:
     "Raised when ... frozen=True." says nothing of which exception without its heading."""
     label = heading if len(heading) <= MAX_LABEL_CHARS else heading.split("(", 1)[0] + "(...)"
     first_word = re.split(r"[\s(,]", _ENTRY_KIND_PREFIX.sub("", label), maxsplit=1)[0]
-    name = first_word.rsplit(".", 1)[-1].lstrip("-@")
+    if first_word.startswith("-"):  # an option is named with its dashes, in its case (-O, not "o")
+        if first_word in sentence:
+            return sentence
+        return f"**{label}** {sentence}"
+    name = first_word.rsplit(".", 1)[-1].lstrip("@")
     if name and name.lower() in sentence.lower():
         return sentence
     return f"**{label}** {sentence}"
@@ -1022,6 +1026,16 @@ def _entry_terms(question: str, specific: Sequence[SpecificTerm]) -> frozenset[s
     return frozenset(t.rstrip("()") for t in terms if t)
 
 
+def _reads_on(best: Candidate, candidate: Candidate) -> bool:
+    """Whether the candidate continues the best sentence's entry: later in the same passage, and not
+    the opening of the next entry (`--clear  Delete ...`, `**-s**, ...`)."""
+    return (
+        candidate.evidence.ref_id == best.evidence.ref_id
+        and candidate.position > best.position
+        and not candidate.text.lstrip().startswith(("-", "*", "`"))
+    )
+
+
 def _opens_with(sentence: str, terms: frozenset[str]) -> bool:
     """Whether the sentence opens with one of `terms` (among the comma-separated terms it starts
     with, bold or code marks aside): the entry of that term in a definition list or option table."""
@@ -1029,7 +1043,13 @@ def _opens_with(sentence: str, terms: frozenset[str]) -> bool:
     if head is None or not terms:
         return False
     opened = {part.strip().strip("*`").rstrip("()") for part in head.group(1).split(",")}
+    # `--[no-]verify` is how a manual writes both `--verify` and `--no-verify`.
+    opened |= {form for part in opened if "[no-]" in part for form in _negatable_forms(part)}
     return not opened.isdisjoint(terms)
+
+
+def _negatable_forms(option: str) -> tuple[str, str]:
+    return option.replace("[no-]", ""), option.replace("[no-]", "no-")
 
 
 def _names(terms: Sequence[SpecificTerm], text: str) -> bool:
@@ -1271,6 +1291,9 @@ class ExtractiveAnswerer:
             retrieval = ev.score / max_score if max_score > 0 else 0.0
             first_quotable = next((i for i, (_, ok) in enumerate(units[ev.number]) if ok), -1)
             opens = definition and _opens_section(ev.text) and _describes(ev.heading, specific)
+            # An entry headed by the option the question names (`#### -O`): its first sentence
+            # ("Remove assert statements ...") is that option's description, its name only above it.
+            named_entry = _opens_section(ev.text) and _opens_with(_entry_heading(ev.text), entry_terms)
             for i, sentence in enumerate(sentences):
                 if not units[ev.number][i][1]:
                     continue  # a fragment: context for its neighbours, never a quote
@@ -1319,12 +1342,17 @@ class ExtractiveAnswerer:
                     "identifiers": 1.0 if holds_identifiers[ev.number] else 0.0,
                     "entry": 1.0 if entries[ev.number] else 0.0,
                     "lead": 1.0 if opens and i == first_quotable else 0.0,
-                    "term_entry": 1.0 if _opens_with(sentence.text, entry_terms) else 0.0,
+                    "term_entry": (
+                        1.0
+                        if _opens_with(sentence.text, entry_terms) or (named_entry and i == first_quotable)
+                        else 0.0
+                    ),
                     "history": 0.0 if asks_version or not _VERSION_NOTE.match(text) else 1.0,
                     "states_default": 1.0 if asks_default and _STATES_DEFAULT.search(text) else 0.0,
                     "pointer": 1.0 if _is_pointer(text) else 0.0,
                 }
-                if i == 0 and len(parts) == 1 and (heading := _entry_heading(ev.text)):
+                first_of_entry = i == 0 or (named_entry and i == first_quotable)
+                if first_of_entry and len(parts) == 1 and (heading := _entry_heading(ev.text)):
                     parts = (_labelled(parts[0], heading),)
                 candidates.append(Candidate(ev, i, text, features, parts=parts))
 
@@ -1415,11 +1443,13 @@ class ExtractiveAnswerer:
         config = self.config
         if config.require_focus and features.get("focus", 1.0) < 1.0:
             return False
-        if config.require_key_in_sentence and features.get("key_in_sentence", 1.0) < 1.0:
-            return False
         if features.get("identifiers", 1.0) < 1.0:  # a passage without the identifier asked about
             return False
         if features.get("pointer", 0.0) > 0:  # "See git(1) for details." states nothing
+            return False
+        if features.get("term_entry", 0.0) > 0:  # the entry of the option asked about is about it
+            return True
+        if config.require_key_in_sentence and features.get("key_in_sentence", 1.0) < 1.0:
             return False
         return features.get("key_recall", 1.0) >= config.min_key_recall
 
@@ -1476,6 +1506,12 @@ class ExtractiveAnswerer:
         best = allowed.candidates[0]
         logit = self.support_logit(allowed)
         support = _sigmoid(logit)
+        # The support model and the coverage gate were fitted on prose, where no sentence is an
+        # entry: the description under the heading of the very option the question names ("-O:
+        # Remove assert statements ...") shares few of its words, yet the manual says it is about it.
+        named_entry = best.features.get("term_entry", 0.0) > 0
+        if named_entry:
+            support = max(support, config.threshold)
         diagnostics: dict[str, object] = {
             **analysis.diagnostics,
             "eligible": len(allowed.candidates),
@@ -1494,7 +1530,7 @@ class ExtractiveAnswerer:
         if (
             veto is not None
             or support < config.threshold
-            or best.features["coverage"] < config.min_context_coverage
+            or (best.features["coverage"] < config.min_context_coverage and not named_entry)
         ):
             return Draft(
                 "",
@@ -1513,7 +1549,10 @@ class ExtractiveAnswerer:
                 break
             if candidate.rank_score < config.extra_sentence_ratio * best.rank_score:
                 break  # candidates are sorted: nothing further qualifies
-            if any(candidate.features.get(f, 0.0) < best.features.get(f, 0.0) for f in _ENTRY_FEATURES):
+            less_of_an_entry = any(
+                candidate.features.get(f, 0.0) < best.features.get(f, 0.0) for f in _ENTRY_FEATURES
+            )
+            if less_of_an_entry and not _reads_on(best, candidate):
                 continue  # the entry of the thing asked about answers; a mention elsewhere does not
             ref = candidate.evidence.ref_id
             if ref not in refs and len(refs) >= config.max_passages:

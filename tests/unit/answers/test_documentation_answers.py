@@ -421,3 +421,67 @@ power minus ndigits; if two multiples are equally close, rounding is done toward
     )
     assert not draft.declined, draft.reason
     assert MARKER.sub("", draft.answer).startswith("For the built-in types supporting round()")
+
+
+CMDLINE_PAGE = "1. Command line and environment"
+
+
+def test_the_entry_headed_by_the_option_asked_about_answers_in_words_of_its_own() -> None:
+    """"What does running python with the -O flag do?" shares no word with "Remove assert statements
+    ...", the description under the heading `-O`; the manual's structure says it is the answer, and
+    a mention of -O elsewhere ("a slight speed up when Python is run without -O") is not."""
+    entry = """may be imposed to prevent the user from injecting malicious code.
+
+New in version 3.4.
+
+#### -O {#cmdoption-O}
+
+Remove assert statements and any code conditional on the value of __debug__. Augment the filename
+for compiled (bytecode) files by adding .opt-1 before the .pyc extension."""
+    mention = """There is no resulting difference from Python code, apart from a slight speed up when
+Python is run without -O."""
+    lower = """#### -o {#cmdoption-o}
+
+Write the output of the run to a file named by the flag's argument."""
+    draft = ExtractiveAnswerer().answer(
+        "What does running python with the -O flag do?",
+        evidence(
+            (CMDLINE_PAGE, "-O", entry),
+            ("What's New in Python 2.3", "Other Changes and Fixes", mention),
+            ("A tool", "-o", lower),
+        ),
+    )
+    assert not draft.declined, draft.reason
+    assert MARKER.sub("", draft.answer).startswith("**-O** Remove assert statements")
+    assert draft.used_refs[0] == "r1"
+
+
+def test_the_entry_of_the_function_asked_about_is_quoted_on_past_its_first_sentence() -> None:
+    """The first sentence of `os.cpu_count()`'s entry says what it returns; the answer to "when it
+    cannot tell" is its next sentence, in the same entry."""
+    entry = """### os.cpu_count() {#os.cpu_count}
+
+Return the number of CPUs in the system. Returns None if undetermined.
+
+This number is not equivalent to the number of CPUs the current process can use."""
+    draft = ExtractiveAnswerer().answer(
+        "What does os.cpu_count() return when it cannot tell how many CPUs there are?",
+        evidence(("os — Miscellaneous operating system interfaces", "os.cpu_count()", entry)),
+    )
+    assert not draft.declined, draft.reason
+    assert "Returns None if undetermined." in draft.answer
+
+
+def test_an_option_written_with_its_negation_is_the_entry_of_both() -> None:
+    """Manuals write `--verify` and `--no-verify` as one entry, `--[no-]verify`."""
+    options = """**-n**, **--[no-]verify**
+By default, the pre-commit and commit-msg hooks are run. When any of --no-verify or -n is given,
+these are bypassed."""
+    mention = """The --no-verify option of some commands skips hooks; see each command for which."""
+    draft = ExtractiveAnswerer().answer(
+        "Which hooks does git commit --no-verify skip?",
+        evidence(("githooks(5)", "Hooks", mention), ("git-commit(1)", "OPTIONS", options)),
+    )
+    assert not draft.declined, draft.reason
+    assert "pre-commit and commit-msg hooks" in draft.answer
+    assert draft.used_refs == ("r2",)

@@ -16,7 +16,10 @@ every token, and a query made of stopwords alone ("the who") still searches for 
 Identifiers (technical documentation is full of them) match exactly as well as by their parts:
 beside the word tokens, `analyze` and `query_terms` add each compound's whole form and its parts
 (`identifier_terms`): `os.path.join` also gives `os.path.join`, `work_mem` also `work` and `mem`,
-`--no-verify` also `no-verify`, `getElementById` also `get element by id`. A query naming the
+`--no-verify` also `no-verify`, `getElementById` also `get element by id`. Command-line options
+keep their dashes as a token of their own (`flag_terms`): `-O` gives `-^o` (a capital marked, since
+`-s` and `-S` are different options), `--summary` gives `--summary`, and the manuals' notation
+`--[no-]verify` gives both `--verify` and `--no-verify`. A query naming the
 identifier exactly then matches its rare whole form (a high IDF) besides the common parts, so the
 entry of `os.path.join` outranks pages that mention `os`, `path` and `join` apart, and "work mem"
 still finds `work_mem`.
@@ -34,7 +37,7 @@ from typing import Any
 from tantivy import Filter, TextAnalyzer, TextAnalyzerBuilder, Tokenizer
 
 # Bump the suffix whenever the analysis changes: indexes built with another analysis must be rebuilt.
-ANALYZER_NAME = "citegate_v2"
+ANALYZER_NAME = "citegate_v3"
 
 # Tantivy refuses terms longer than ~65 KB and long tokens are noise (base64, hashes of hashes).
 MAX_TOKEN_BYTES = 100
@@ -128,11 +131,38 @@ _CAMEL_HINT = re.compile(r"[a-z0-9][A-Z][a-z]")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z][a-z])")
 
 
+# A command-line option: one or two dashes and a name, not inside a word ("pre-commit"), a number
+# ("-1", "2-3") or a path ("a/-x"); `--[no-]name` is how manuals write an option and its negation.
+_FLAG = re.compile(r"(?<![\w\-\]/.])(--?)(\[no-\])?([A-Za-z][A-Za-z0-9]*+(?:-[A-Za-z0-9]++)*+)")
+
+
+def _option_token(dashes: str, name: str) -> str:
+    # A short option's case is its meaning (git log -s / -S): mark each capital before lowercasing.
+    if dashes == "-":
+        name = "".join(f"^{char.lower()}" if char.isupper() else char for char in name)
+    return (dashes + name).lower()
+
+
+def flag_terms(text: str) -> list[str]:
+    """The command-line options `text` names, as tokens of their own with their dashes."""
+    if "-" not in text:
+        return []
+    terms: list[str] = []
+    for match in _FLAG.finditer(text):
+        dashes, negatable, name = match.groups()
+        terms.append(_option_token(dashes, name))
+        if negatable:
+            terms.append(_option_token(dashes, "no-" + name))
+    return terms
+
+
 def identifier_terms(text: str) -> list[str]:
     """The extra tokens identifiers in `text` contribute (lowercased, before stemming): the whole
-    form of each compound that the word split breaks apart, and the parts of each snake_case or
-    camelCase word that it keeps whole. Plain prose gives nothing."""
+    form of each compound that the word split breaks apart, the parts of each snake_case or
+    camelCase word that it keeps whole, and command-line options with their dashes. Plain prose
+    gives nothing."""
     extra = [match.group().lower() for match in _COMPOUND.finditer(text)]
+    extra.extend(flag_terms(text))
     snake, camel = "_" in text, _CAMEL_HINT.search(text) is not None
     if snake or camel:
         for word in _WORD_RUN.findall(text):
@@ -141,6 +171,28 @@ def identifier_terms(text: str) -> list[str]:
             elif camel and _CAMEL_HINT.search(word):
                 extra.extend(piece.lower() for piece in _CAMEL.split(word) if piece)
     return [token for token in extra if len(token.encode()) < MAX_TOKEN_BYTES]
+
+
+def identifier_forms(text: str) -> list[str]:
+    """The whole forms of the identifiers `text` names (lowercased, before stemming): compounds
+    (`os.path.join`), options (`-^o`, `--no-verify`) and snake_case or camelCase words
+    (`work_mem`, `getelementbyid`), without their parts or plain words."""
+    forms = [match.group().lower() for match in _COMPOUND.finditer(text)]
+    forms.extend(flag_terms(text))
+    if "_" in text or _CAMEL_HINT.search(text):
+        forms.extend(
+            word.lower()
+            for word in _WORD_RUN.findall(text)
+            if "_" in word.strip("_") or _CAMEL_HINT.search(word)
+        )
+    return [form for form in dict.fromkeys(forms) if len(form.encode()) < MAX_TOKEN_BYTES]
+
+
+def query_identifier_terms(text: str) -> list[str]:
+    """The index terms of the identifiers a query names: what is looked for in section headings,
+    where a plain word ("default", "mode") would favour any section so titled."""
+    forms = identifier_forms(text)
+    return list(dict.fromkeys(_shared_analyzer().analyze(" ".join(forms)))) if forms else []
 
 
 def analyze(text: str) -> str:

@@ -51,7 +51,13 @@ import numpy.typing as npt
 from tantivy import DocAddress, Document, Index, IndexWriter, Occur, Query, Schema, SchemaBuilder, Searcher
 
 from citegate.knowledge.search import fusion as fusion_lib
-from citegate.knowledge.search.analysis import ANALYZER_NAME, analyze, query_terms, text_analyzer
+from citegate.knowledge.search.analysis import (
+    ANALYZER_NAME,
+    analyze,
+    query_identifier_terms,
+    query_terms,
+    text_analyzer,
+)
 from citegate.knowledge.search.base import (
     ChunkRecord,
     FusionConfig,
@@ -68,7 +74,7 @@ from citegate.knowledge.search.base import (
 log = logging.getLogger(__name__)
 
 # 2: the `context` field (parent text) and the `uid` fast field.
-FORMAT = 2
+FORMAT = 3
 # Where an index of an older format waits while it is rebuilt (see `_check_meta`).
 MIGRATING_DIR = "tantivy-migrating"
 META_FILE = "citegate-index.json"
@@ -93,8 +99,8 @@ KEYWORD_FIELDS = (
 )
 # Original text, stored only (tantivy-py cannot store a text field without indexing it).
 SOURCE_FIELDS = ("title", "text", "heading")
-# Analysed forms of title and text, indexed only: BM25 runs on these.
-ANALYSED_FIELDS = ("title", "text")
+# Analysed forms of title, text and section heading, indexed only: BM25 runs on these.
+ANALYSED_FIELDS = ("title", "text", "heading")
 # The chunk's parent text (see `parent_contexts`), analysed and indexed only.
 CONTEXT_FIELD = "context"
 # Fields the dense side can filter on without touching tantivy.
@@ -821,29 +827,31 @@ class EmbeddedSearchIndex:
         # Score 0: the filter must not add BM25 of kb_id & co. to the text score.
         return Query.const_score_query(Query.boolean_query(clauses), 0.0)
 
-    def _text_query(self, terms: Sequence[str]) -> Query:
+    def _text_query(self, terms: Sequence[str], identifiers: Sequence[str] = ()) -> Query:
         """The sum over fields and terms of boost * BM25, as one flat disjunction (nesting it per
-        field costs tantivy ~25% more for the same scores)."""
+        field costs tantivy ~25% more for the same scores). Headings are searched for the query's
+        identifiers only (`query_identifier_terms`)."""
         boosts = (
-            ("text", self.lexical.text),
-            ("title", self.lexical.title),
-            (CONTEXT_FIELD, self.lexical.context),
+            ("text", self.lexical.text, terms),
+            ("title", self.lexical.title, terms),
+            (CONTEXT_FIELD, self.lexical.context, terms),
+            ("heading", self.lexical.heading, identifiers),
         )
         clauses = []
-        for name, boost in boosts:
+        for name, boost, field_terms in boosts:
             if boost <= 0:
                 continue
-            for term in terms:
+            for term in field_terms:
                 query = Query.term_query(self._schema, name, term, index_option="freq")
                 clauses.append((Occur.Should, query if boost == 1.0 else Query.boost_query(query, boost)))
         return Query.boolean_query(clauses)
 
     def _lexical(
-        self, view: _View, terms: Sequence[str], flt: SearchFilter, k: int
+        self, view: _View, terms: Sequence[str], identifiers: Sequence[str], flt: SearchFilter, k: int
     ) -> tuple[list[tuple[str, float]], dict[str, DocAddress]]:
         """BM25 candidates and their addresses; stored documents are only read for the final hits."""
         query = Query.boolean_query(
-            [(Occur.Must, self._text_query(terms)), (Occur.Must, self._filter_query(flt))]
+            [(Occur.Must, self._text_query(terms, identifiers)), (Occur.Must, self._filter_query(flt))]
         )
         hits = view.searcher.search(query, k, count=False).hits
         uids = view.searcher.fast_field_values("uid", [address for _, address in hits])
@@ -968,7 +976,8 @@ class EmbeddedSearchIndex:
         addresses: dict[str, DocAddress] = {}
         if effective in ("hybrid", "lexical") and terms:
             started = time.perf_counter()
-            lexical, addresses = self._lexical(view, terms, filter, pool)
+            identifiers = query_identifier_terms(query)[:MAX_QUERY_TERMS]
+            lexical, addresses = self._lexical(view, terms, identifiers, filter, pool)
             timings["lexical"] = (time.perf_counter() - started) * 1000
         dense: list[tuple[str, float]] = []
         if effective in ("hybrid", "dense") and query_vector is not None:

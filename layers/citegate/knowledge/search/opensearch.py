@@ -26,6 +26,11 @@ Mapping choices, and why:
     vector         knn_vector, method hnsw / engine faiss / space innerproduct: vectors are
                    L2-normalised, so inner product is cosine, and faiss supports innerproduct and
                    efficient filtering (the filter inside the `knn` clause) since 2.9.
+    section        the chunk's section heading, analysed like the text, boosted by `heading` and
+                   searched for the identifiers a query names (`identifier_forms`), as embedded.
+    options        the chunk's command-line options, tokenized in Python exactly as the embedded
+                   engine does (`analysis.flag_terms`), `whitespace` analyzer; a query naming an
+                   option adds a `should` match on it, so `git shortlog -s` finds the entry of `-s`.
     other fields   keyword (exact-match filters), integers, heading stored but not indexed.
 
 Scores: lexical is BM25; dense is turned back from OpenSearch's k-NN score (1 + ip for ip > 0,
@@ -90,6 +95,14 @@ DEFAULT_LEXICAL = LexicalFields()
 ENGLISH_ANALYZER = "citegate_english"
 ICU_ANALYZER = "citegate_icu"
 CONTEXT_FIELD = "context"
+# Command-line options of the text and title as the embedded engine tokenizes them (`flag_terms`:
+# `-O` is `-^o`, `--[no-]verify` is `--verify --no-verify`): the standard tokenizer drops dashes,
+# so "-s" would be the letter s. Lowercased in Python; OpenSearch's built-in `whitespace` analyzer
+# only splits, so a field added to an older index needs no new analyzer (which would need a close).
+OPTIONS_FIELD = "options"
+# The chunk's section heading, analysed like the text (`heading` itself is stored, not indexed, in
+# indexes created before it was searched; a mapping's field cannot start being indexed).
+SECTION_FIELD = "section"
 KEYWORD_FIELDS = (
     "ref_id",
     "kb_id",
@@ -185,6 +198,8 @@ def index_body(dimension: int, *, chinese_analyzer: ChineseAnalyzer = "smartcn")
             "text": analysed,
             "title": analysed,
             CONTEXT_FIELD: analysed,
+            OPTIONS_FIELD: {"type": "text", "analyzer": "whitespace"},
+            SECTION_FIELD: analysed,
             "heading": {"type": "text", "index": False},
             "position": {"type": "integer"},
             "page": {"type": "integer"},
@@ -221,7 +236,11 @@ def index_body(dimension: int, *, chinese_analyzer: ChineseAnalyzer = "smartcn")
         },
         # strict: a misspelt field is an indexing error, not a silently unsearchable one
         # the parent text is only searched: returning it with every hit would multiply the payload
-        "mappings": {"dynamic": "strict", "_source": {"excludes": [CONTEXT_FIELD]}, "properties": properties},
+        "mappings": {
+            "dynamic": "strict",
+            "_source": {"excludes": [CONTEXT_FIELD, OPTIONS_FIELD, SECTION_FIELD]},
+            "properties": properties,
+        },
     }
 
 
@@ -312,24 +331,36 @@ def lexical_fields(lexical: LexicalFields = DEFAULT_LEXICAL) -> list[str]:
 
 
 def lexical_clause(query: str, flt: SearchFilter, lexical: LexicalFields = DEFAULT_LEXICAL) -> Body:
-    from citegate.knowledge.search.analysis import query_text  # tantivy's analyzer: loaded on first query
+    from citegate.knowledge.search.analysis import (  # tantivy's analyzer: loaded on first query
+        flag_terms,
+        identifier_forms,
+        query_text,
+    )
 
     # most_fields sums the fields, like the embedded engine (text + 0.5 * title + context); the .zh
     # sub-fields are the same text analysed another way, which is what most_fields is for.
-    return {
-        "bool": {
-            "must": [
-                {
-                    "multi_match": {
-                        "query": query_text(query),
-                        "type": "most_fields",
-                        "fields": lexical_fields(lexical),
-                    }
+    clause: Body = {
+        "must": [
+            {
+                "multi_match": {
+                    "query": query_text(query),
+                    "type": "most_fields",
+                    "fields": lexical_fields(lexical),
                 }
-            ],
-            "filter": filter_clauses(flt),
-        }
+            }
+        ],
+        "filter": filter_clauses(flt),
     }
+    should: list[Body] = []
+    options = list(dict.fromkeys(flag_terms(query)))
+    if options:  # scored like a word of the text, as in the embedded engine
+        should.append({"match": {OPTIONS_FIELD: {"query": " ".join(options), "boost": lexical.text}}})
+    names = [form for form in identifier_forms(query) if not form.startswith("-")]
+    if names and lexical.heading > 0:  # headings are searched for identifiers only, as embedded
+        should.append({"match": {SECTION_FIELD: {"query": " ".join(names), "boost": lexical.heading}}})
+    if should:
+        clause["should"] = should
+    return {"bool": clause}
 
 
 def knn_clause(vector: Vector, flt: SearchFilter, k: int) -> Body:
@@ -347,7 +378,7 @@ def knn_clause(vector: Vector, flt: SearchFilter, k: int) -> Body:
 
 
 # `context` is excluded by the mapping of indexes created since it exists; older ones still store it.
-_SOURCE = {"excludes": ["vector", CONTEXT_FIELD]}
+_SOURCE = {"excludes": ["vector", CONTEXT_FIELD, OPTIONS_FIELD, SECTION_FIELD]}
 
 
 def lexical_query_body(
@@ -380,7 +411,7 @@ def hybrid_query_body(
     hybrid: Body = {"queries": [lexical_clause(query, flt, lexical), knn_clause(vector, flt, candidates)]}
     if pagination_depth is not None:
         hybrid["pagination_depth"] = min(pagination_depth, MAX_K)
-    source = {"excludes": [CONTEXT_FIELD]} if with_vector else dict(_SOURCE)
+    source = {"excludes": [CONTEXT_FIELD, OPTIONS_FIELD, SECTION_FIELD]} if with_vector else dict(_SOURCE)
     return {"size": limit, "query": {"hybrid": hybrid}, "_source": source}
 
 
@@ -390,6 +421,14 @@ def document_query(kb_id: str, document_id: str, keep: Sequence[str] = ()) -> Bo
     if keep:
         query["bool"]["must_not"] = [{"ids": {"values": list(keep)}}]
     return {"query": query}
+
+
+def chunk_options(chunk: ChunkRecord) -> str:
+    from citegate.knowledge.search.analysis import flag_terms
+
+    return " ".join(
+        dict.fromkeys(flag_terms(chunk.title) + flag_terms(chunk.heading) + flag_terms(chunk.text))
+    )
 
 
 def chunk_source(chunk: ChunkRecord, vector: Vector, context: str) -> Body:
@@ -411,6 +450,8 @@ def chunk_source(chunk: ChunkRecord, vector: Vector, context: str) -> Body:
         "anchor": chunk.anchor,
         "heading": chunk.heading,
         CONTEXT_FIELD: context,
+        OPTIONS_FIELD: chunk_options(chunk),
+        SECTION_FIELD: chunk.heading,
         "vector": _vector_list(vector),
     }
 
@@ -691,9 +732,10 @@ class OpenSearchIndex:
                     f"{self.index_name} holds {vector.get('dimension')}-dimensional vectors, "
                     f"not {self.dimension}: use another prefix per embedding model"
                 )
-            if CONTEXT_FIELD not in properties:
-                wanted = index_body(self.dimension, chinese_analyzer=self.chinese_analyzer)
-                missing[CONTEXT_FIELD] = wanted["mappings"]["properties"][CONTEXT_FIELD]
+            wanted = index_body(self.dimension, chinese_analyzer=self.chinese_analyzer)
+            for name in (CONTEXT_FIELD, OPTIONS_FIELD, SECTION_FIELD):
+                if name not in properties:
+                    missing[name] = wanted["mappings"]["properties"][name]
         if missing:
             # Adding a field is allowed on a live index; chunks indexed before it score without it
             # until their documents are ingested again.

@@ -6,7 +6,14 @@ import string
 import pytest
 
 from citegate.knowledge.search import analysis
-from citegate.knowledge.search.analysis import analyze, index_terms, query_terms, query_text, tokenize
+from citegate.knowledge.search.analysis import (
+    analyze,
+    flag_terms,
+    index_terms,
+    query_terms,
+    query_text,
+    tokenize,
+)
 
 
 def test_english_is_lowercased_split_on_non_word_characters_and_keeps_numbers() -> None:
@@ -116,6 +123,21 @@ def test_identifiers_are_indexed_whole_and_by_their_parts() -> None:
     assert {"getelementbyid", "get", "element", "id"} <= terms
     # Words without an identifier's shape give nothing more; a sentence's final period is no joiner.
     assert analyze("PostgreSQL ends here. Next one") == "postgresql ends here next one"
+
+
+def test_command_line_options_keep_their_dashes_and_their_case() -> None:
+    """`-s` is an option, not the letter s; `-S` is another option; manuals write an option and its
+    negation as `--[no-]verify`. Hyphenated words, numbers, ranges and list bullets are no options."""
+    assert flag_terms("git shortlog -s, --summary; git log -S<string>") == ["-s", "--summary", "-^s"]
+    assert flag_terms("-n, --[no-]verify") == ["-n", "--verify", "--no-verify"]
+    assert flag_terms("usage: git commit [-v] [--no-color] --force-with-lease=<ref>") == [
+        "-v",
+        "--no-color",
+        "--force-with-lease",
+    ]
+    assert flag_terms("pre-commit e-mail -1 2-3 a/-x\n- a bullet | --- |") == []
+    assert "-^o" in query_terms("What does running python with the -O flag do?")
+    assert "--no-verifi" in set(index_terms("-n, --[no-]verify")) & set(query_terms("git commit --no-verify"))
 
 
 def test_a_query_naming_an_identifier_asks_for_its_whole_form() -> None:

@@ -128,6 +128,49 @@ def test_an_identifier_matches_exactly_before_its_parts_and_by_its_parts(index: 
     assert refs(index, query="work mem", vector=None, filter=kb("A"), limit=5, mode="lexical")[0] == "setting"
 
 
+def test_a_short_option_finds_its_own_entry(index: EmbeddedSearchIndex) -> None:
+    """`-O` is found by its entry, not by the word "o", and not as `-o`; `--no-verify` finds the
+    entry written `--[no-]verify`."""
+    index.upsert_document(
+        "A",
+        "d1",
+        [
+            chunk("big-o", "-O: remove assert statements and any code conditional on __debug__."),
+            chunk("small-o", "-o <file>: write the output to file o instead of standard output."),
+            chunk("verify", "-n, --[no-]verify: bypass the pre-commit and commit-msg hooks."),
+            chunk("prose", "Run it once more, or run it o times; verify the result."),
+        ],
+    )
+    assert refs(index, query="python -O", vector=None, filter=kb("A"), limit=5, mode="lexical")[0] == "big-o"
+    assert (
+        refs(index, query="git commit --no-verify", vector=None, filter=kb("A"), limit=5, mode="lexical")[0]
+        == "verify"
+    )
+
+
+def test_the_section_heading_outranks_a_passing_mention(index: EmbeddedSearchIndex) -> None:
+    """In a reference manual the entry of a setting is the section headed by it; other sections
+    only mention it. The same words in the heading weigh more than in the text alone."""
+    index.upsert_document(
+        "A",
+        "d1",
+        [
+            chunk(
+                "mention",
+                "Raising shared_buffers needs a larger max_wal_size; shared_buffers is read at start.",
+                heading="Checkpoints",
+            ),
+            chunk(
+                "entry",
+                "shared_buffers (integer): the memory the server uses for buffers; 128MB by default.",
+                heading="shared_buffers",
+            ),
+        ],
+    )
+    hits = index.search(query="shared_buffers", vector=None, filter=kb("A"), limit=5, mode="lexical").hits
+    assert [h.chunk.ref_id for h in hits] == ["entry", "mention"]
+
+
 def test_title_is_searched_with_a_lower_weight(index: EmbeddedSearchIndex) -> None:
     index.upsert_document(
         "A",

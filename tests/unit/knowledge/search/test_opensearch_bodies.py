@@ -27,6 +27,7 @@ from citegate.knowledge.search.opensearch import (
     OpenSearchIndex,
     bulk_actions,
     chunk_from_source,
+    chunk_options,
     dense_query_body,
     document_query,
     filter_clauses,
@@ -34,6 +35,7 @@ from citegate.knowledge.search.opensearch import (
     index_body,
     index_template_body,
     knn_score_to_cosine,
+    lexical_clause,
     lexical_query_body,
     pipeline_name,
     search_pipeline_body,
@@ -43,7 +45,7 @@ from citegate.knowledge.search.opensearch import (
 DIM = 4
 INDEX = "cg-chunks"
 Q = np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32)  # exactly representable: literal bodies stay exact
-SOURCE = {"excludes": ["vector", "context"]}
+SOURCE = {"excludes": ["vector", "context", "options", "section"]}
 
 
 def kb(*kb_ids: str, **kw: Any) -> SearchFilter:
@@ -113,7 +115,16 @@ class FakeClient:
             "indices.exists": True,
             "indices.create": {"acknowledged": True},
             "indices.get_mapping": {
-                INDEX: {"mappings": {"properties": {"vector": {"dimension": DIM}, "context": ANALYSED}}}
+                INDEX: {
+                    "mappings": {
+                        "properties": {
+                            "vector": {"dimension": DIM},
+                            "context": ANALYSED,
+                            "options": OPTIONS,
+                            "section": ANALYSED,
+                        }
+                    }
+                }
             },
             "indices.put_mapping": {"acknowledged": True},
             "search_pipeline.put": {"acknowledged": True},
@@ -175,6 +186,7 @@ SETUP_CALLS = ["indices.put_index_template", "indices.exists", "indices.get_mapp
 
 # ------------------------------------------------------------------------------------ index + template
 
+OPTIONS = {"type": "text", "analyzer": "whitespace"}
 ANALYSED = {
     "type": "text",
     "analyzer": "citegate_english",
@@ -206,7 +218,7 @@ EXPECTED_INDEX = {
     },
     "mappings": {
         "dynamic": "strict",
-        "_source": {"excludes": ["context"]},
+        "_source": {"excludes": ["context", "options", "section"]},
         "properties": {
             "ref_id": KEYWORD,
             "kb_id": KEYWORD,
@@ -222,6 +234,8 @@ EXPECTED_INDEX = {
             "text": ANALYSED,
             "title": ANALYSED,
             "context": ANALYSED,
+            "options": OPTIONS,
+            "section": ANALYSED,
             "heading": {"type": "text", "index": False},
             "position": {"type": "integer"},
             "page": {"type": "integer"},
@@ -368,6 +382,29 @@ LEXICAL_CLAUSE = {
 }
 
 
+def test_a_query_naming_an_option_also_matches_the_options_field() -> None:
+    """`-s` is not the letter s: the option tokens, made in Python as the embedded engine makes them,
+    go to a whitespace-analysed field of their own, on both the document and the query side."""
+    clause = lexical_clause("What does git shortlog -s print? And --[no-]verify?", kb("A"))["bool"]
+    assert clause["should"] == [{"match": {"options": {"query": "-s --verify --no-verify", "boost": 1.0}}}]
+    assert "should" not in lexical_clause("how to configure", kb("A"))["bool"]
+    entry = chunk(
+        "A:d1:0",
+        text="**-s**, **--summary**: print a count. See -S too.",
+        title="git-shortlog -n",
+        heading="-e",
+    )
+    assert chunk_options(entry) == "-n -e -s --summary -^s"
+
+
+def test_section_headings_are_searched_for_the_identifiers_a_query_names() -> None:
+    """The entry of `work_mem` is the section headed by it; a plain word of the question ("default")
+    is not looked for in headings, where it would favour any section titled "Defaults"."""
+    clause = lexical_clause("What is the default of work_mem and os.path.join?", kb("A"))["bool"]
+    assert clause["should"] == [{"match": {"section": {"query": "os.path.join work_mem", "boost": 1.0}}}]
+    assert "should" not in lexical_clause("What is the default value?", kb("A"))["bool"]
+
+
 def knn(k: int) -> dict[str, Any]:
     return {
         "knn": {
@@ -425,6 +462,8 @@ def test_bulk_actions_and_document_query() -> None:
                 "anchor": "#a",
                 "heading": "",
                 "context": "text of A:d1:0",
+                "options": "",
+                "section": "",
                 "vector": [0.25, 0.5, 0.0, 1.0],
             },
         }
@@ -470,9 +509,21 @@ def test_upsert_indexes_then_deletes_stale_chunks() -> None:
     assert lines == [
         {"index": {"_id": "A:d1:0", "_index": INDEX}},
         # both children of parent d1:p0 carry its text, rebuilt from them
-        {**source_of(chunks[0]), "context": "text of A:d1:0\nsecond", "vector": vector},
+        {
+            **source_of(chunks[0]),
+            "context": "text of A:d1:0\nsecond",
+            "options": "",
+            "section": "",
+            "vector": vector,
+        },
         {"index": {"_id": "A:d1:1", "_index": INDEX}},
-        {**source_of(chunks[1]), "context": "text of A:d1:0\nsecond", "vector": vector},
+        {
+            **source_of(chunks[1]),
+            "context": "text of A:d1:0\nsecond",
+            "options": "",
+            "section": "",
+            "vector": vector,
+        },
     ]
     assert client.only("delete_by_query") == {
         "index": INDEX,
@@ -604,7 +655,7 @@ def test_hybrid_search_uses_the_pipeline_and_maps_hits() -> None:
         "body": hybrid_query_body("how to configure", Q, kb("A"), 3, 50, with_vector=True),
         "search_pipeline": "cg-minmax-0.70",
     }
-    assert client.only("search")["body"]["_source"] == {"excludes": ["context"]}
+    assert client.only("search")["body"]["_source"] == {"excludes": ["context", "options", "section"]}
     # ties re-sorted by ref_id, like fusion.py; chunks rebuilt from _source (these carry no vector)
     assert [(h.chunk, h.score, h.lexical_score, h.dense_score) for h in result.hits] == [
         (b, 0.9, None, None),
@@ -825,7 +876,7 @@ def test_ensure_setup_is_idempotent_and_checks_the_dimension() -> None:
     )
     with pytest.raises(ValueError, match="8-dimensional"):
         make(wrong).ensure_setup()
-    # an index created before the parent-context field gets it added, nothing else changes
+    # an index created before the parent-context, options and section fields gets them added, no more
     older = FakeClient(
         {"indices.get_mapping": {INDEX: {"mappings": {"properties": {"vector": {"dimension": DIM}}}}}}
     )
@@ -833,7 +884,7 @@ def test_ensure_setup_is_idempotent_and_checks_the_dimension() -> None:
     assert older.names() == [*SETUP_CALLS, "indices.put_mapping", "search_pipeline.put"]
     assert older.only("indices.put_mapping") == {
         "index": INDEX,
-        "body": {"properties": {"context": ANALYSED}},
+        "body": {"properties": {"context": ANALYSED, "options": OPTIONS, "section": ANALYSED}},
     }
     with pytest.raises(SearchUnavailable):
         make(
