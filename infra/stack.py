@@ -56,7 +56,14 @@ from infra.constructs.ingestion import Ingestion
 from infra.constructs.layers import Layers, architecture_of
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.search import Search, SearchSettings
-from infra.constructs.sources import SourceSchedule
+from infra.constructs.sources import (
+    SYNC_STEP,
+    SourceBucket,
+    SourceEvents,
+    SourceSchedule,
+    grant_bucket_reads,
+    source_buckets,
+)
 from infra.constructs.state import StateRefs
 from infra.constructs.web_hosting import WebHosting
 
@@ -117,6 +124,7 @@ CONTEXT_FIELDS: frozenset[str] = frozenset(
         "throttle_burst",
         "versioned_bucket",
         "alarm_topic",
+        "source_buckets",
         "ingest_reserved_concurrency",
         "snap_start",
         "opensearch_version",
@@ -242,6 +250,9 @@ class CitegateConfig:
     # Where alarms notify: an SNS topic name in the deploy's own account and region (the template
     # stays environment-agnostic), or a full topic ARN. Required for prod.
     alarm_topic: str | None = None
+    # The buckets (and prefixes) `s3` sources may follow: the sync and S3 events functions may read
+    # them, and their object events keep the sources current (infra/constructs/sources.py).
+    source_buckets: tuple[SourceBucket, ...] = ()
     # Reserved concurrency of the ingestion steps that take the burst (parse, embed); 0: none.
     # infra/constructs/ingestion.py says why these numbers.
     ingest_reserved_concurrency: int = 0
@@ -359,6 +370,7 @@ class CitegateConfig:
             throttle_burst=int(ctx("throttle_burst", 100)),
             versioned_bucket=_bool(ctx("versioned_bucket", production)),
             alarm_topic=ctx("alarm_topic"),
+            source_buckets=source_buckets(_list(ctx("source_buckets"))),
             ingest_reserved_concurrency=_count(
                 ctx("ingest_reserved_concurrency", DEFAULT_PROD_INGEST_CONCURRENCY if production else 0),
                 "ingest_reserved_concurrency",
@@ -791,6 +803,16 @@ class CitegateStack(Stack):
         self.source_schedule = SourceSchedule(
             ingestion_stack, "SourceSchedule", stage=stage, make_function=self.functions.create
         )
+        # The sync function (a task of the state machine) reads the source buckets; so does the S3
+        # events function, whose rules are one per bucket (none when no bucket is named).
+        self.source_sync = self.ingestion.steps[SYNC_STEP]
+        grant_bucket_reads(self.source_sync, config.source_buckets)
+        self.source_events = SourceEvents(
+            ingestion_stack,
+            "SourceEvents",
+            buckets=config.source_buckets,
+            make_function=self.functions.create,
+        )
         by_group: dict[str, list[str]] = {}
         for name in routed_functions():
             by_group.setdefault(group_of(name), []).append(name)
@@ -822,6 +844,7 @@ class CitegateStack(Stack):
         ingestion_functions = {fn.name: fn for fn in self.ingestion.steps.values()}
         ingestion_functions[self.ingestion.consumer.name] = self.ingestion.consumer
         ingestion_functions[self.source_schedule.function.name] = self.source_schedule.function
+        ingestion_functions[self.source_events.function.name] = self.source_events.function
         self.monitoring = Monitoring(
             self,
             "Monitoring",

@@ -1,6 +1,7 @@
 """EventBridge Scheduler's target (and the local scheduler's): sync the sources whose schedule is due.
 
-Each sync queues its new and changed documents on the ingestion queue, where the ingestion
+Each due source's sync is queued (a run `queued` on the ingestion queue) for the sync function,
+which queues its new and changed documents on the same queue, where the ingestion
 workflow takes them, and deletes what is gone; each is audited (citegate.api.scheduled)."""
 
 from typing import Any

@@ -1,6 +1,7 @@
-"""POST /v1/kb/{kb_id}/sources/{source_id}/sync: sync now; the run with its counts (409
-sync_in_progress while another sync of the source runs). New and changed documents are queued
-for ingestion (their tasks are in the run); deletions are done when it answers."""
+"""POST /v1/kb/{kb_id}/sources/{source_id}/sync: 202 with the run, `queued` (409 sync_in_progress
+while another sync of the source is queued or running). The ingestion queue hands the run to the
+sync function, which lists the source, queues new and changed documents and deletes what is gone;
+the run's link (`GET .../runs/{run_id}`) says when it ends and with what counts."""
 
 from citegate.api.http import authorized, http_handler, json_response, make_resolver
 from citegate.container import services
@@ -12,8 +13,9 @@ app = make_resolver()
 def sync(kb_id: str, source_id: str):  # type: ignore[no-untyped-def]
     call = authorized(app)
     assert call.kb is not None
-    run = services().source_service.sync(call.kb, source_id, trigger="api", caller=call.principal.id)
-    return json_response(200, run.model_dump())  # a failed run too: its record says why
+    run = services().source_service.request_sync(call.kb, source_id, trigger="api", caller=call.principal.id)
+    link = f"/v1/kb/{kb_id}/sources/{source_id}/runs/{run.run_id}"
+    return json_response(202, {**run.model_dump(), "links": {"self": link}}, headers={"Location": link})
 
 
 lambda_handler = http_handler(app, services)

@@ -86,6 +86,11 @@ ROUTE_GROUPS: Mapping[str, StackGroup] = {
     "/mcp": "agents",
     "/admin/": "admin",
 }
+# The functions that read a source's own bucket (infra/constructs/sources.py grants them exactly
+# the buckets and prefixes of the CDK context `source_buckets`).
+SOURCE_SYNC_WORKER = "source_sync_worker"
+SOURCE_EVENTS = "source_events"
+
 # Every stack (the top-level one and each nested one) must stay under this many resources: the
 # rest of CloudFormation's 500 is headroom (and parameters and outputs have limits of their own).
 RESOURCE_BUDGET = 300
@@ -234,13 +239,14 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         group="admin",
     ),
     "source_sync": governed(
-        "POST /v1/kb/{kb_id}/sources/{source_id}/sync: list, queue what changed, delete what is gone",
-        memory_mb=1024,
-        tables=_tables(sources="write", kbs="write", documents="write", tasks="write", parents="write"),
-        objects={"raw/": _acts("put", "delete", "list")},
+        "POST /v1/kb/{kb_id}/sources/{source_id}/sync: take the lease, record the run queued, hand it "
+        "to the ingestion queue",
+        tables=_tables(sources="write"),
         send_to_queue=True,
-        search="write",
         group="admin",
+    ),
+    "source_run_get": governed(
+        "GET /v1/kb/{kb_id}/sources/{source_id}/runs/{run_id}", tables=_tables(sources="read"), group="admin"
     ),
     "kb_retrieve": governed(
         "POST /v1/kb/{kb_id}/retrieve: embeds the query, hybrid search",
@@ -458,17 +464,32 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         search="write",
     ),
     "source_scheduler": FunctionSpec(
-        "Scheduled source syncs (EventBridge Scheduler): list each due source, queue what changed "
-        "on the ingestion queue, delete what is gone, audit each sync",
+        "Scheduled source syncs (EventBridge Scheduler): queue a sync run of each due source on the "
+        "ingestion queue, audit each",
+        memory_mb=256,
+        timeout_s=300,
+        tables=_tables(sources="read+write", kbs="read", audit="put"),
+        send_to_queue=True,
+    ),
+    SOURCE_SYNC_WORKER: FunctionSpec(
+        "The sync function (a task of the ingestion state machine): list a source, queue what changed "
+        "on the ingestion queue, delete what is gone, record the run",
         memory_mb=1024,
         timeout_s=900,
         tables=_tables(
-            sources="read+write",
-            kbs="read+write",
-            documents="write",
-            tasks="write",
-            parents="write",
-            audit="put",
+            sources="read+write", kbs="read+write", documents="write", tasks="write", parents="write"
+        ),
+        objects={"raw/": _acts("put", "delete", "list")},
+        send_to_queue=True,
+        search="write",
+    ),
+    SOURCE_EVENTS: FunctionSpec(
+        "S3 events of a source's bucket (EventBridge): ingest or delete that one object's document, "
+        "in the order of the object's sequencer",
+        memory_mb=1024,
+        timeout_s=120,
+        tables=_tables(
+            sources="read+write", kbs="read+write", documents="write", tasks="write", parents="write"
         ),
         objects={"raw/": _acts("put", "delete", "list")},
         send_to_queue=True,

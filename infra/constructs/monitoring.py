@@ -265,8 +265,9 @@ class Monitoring(Construct):
                 period=PERIOD,
                 statistic="Sum",
             ),
-            "A scheduled source sync failed (the source could not be listed, or a backend did not "
-            "answer): its run says why (GET /v1/kb/{kb_id}/sources/{source_id}/runs).",
+            "A source sync failed, requested over the API or by the schedule (the source could not "
+            "be listed, or a backend did not answer; counted by the sync function), or the schedule "
+            "could not queue one: its run says why (GET /v1/kb/{kb_id}/sources/{source_id}/runs).",
         )
         alarm(
             "ingestion-failed-executions",

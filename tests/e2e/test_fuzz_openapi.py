@@ -96,6 +96,8 @@ def _seed_resources(client: Any) -> tuple[dict[str, str], dict[str, str]]:
         json={"name": "fuzz", "settings": {"kind": "s3", "bucket": "fuzz-no-such-bucket"}},
     )
     assert source.status_code == 201, source.text
+    run = client.post(f"/v1/kb/fuzz/sources/{source.json()['source_id']}/sync")
+    assert run.status_code == 202, run.text
     known = {
         "kb_id": "fuzz",
         "document_id": accepted["document_id"],
@@ -107,6 +109,7 @@ def _seed_resources(client: Any) -> tuple[dict[str, str], dict[str, str]]:
         "principal_key": "agent:fuzz-agent",
         "record_id": "none",
         "source_id": source.json()["source_id"],
+        "run_id": run.json()["run_id"],
         "group_id": "none",
     }
     return known, {"X-Session-Token": session["sessionToken"]}

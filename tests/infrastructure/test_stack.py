@@ -345,7 +345,14 @@ def test_only_submitters_send_to_the_queue(res: Resources) -> None:
     assert (
         senders
         == {n for n, s in FUNCTION_SPECS.items() if s.send_to_queue}
-        == {"document_ingest", "kb_reindex", "source_sync", "source_scheduler"}
+        == {
+            "document_ingest",
+            "kb_reindex",
+            "source_sync",
+            "source_scheduler",
+            "source_sync_worker",
+            "source_events",
+        }
     )
 
 

@@ -371,6 +371,8 @@ MAY_READ_UNSCOPED = {
     # of the knowledge base (the ingest or sources write action), answered with counts, not documents
     "layers/citegate/knowledge/sources/sync.py",
     "layers/citegate/knowledge/sources/service.py",
+    # an S3 event of a source's bucket: the one document that object maps to (the service's own)
+    "layers/citegate/knowledge/sources/events.py",
     "layers/citegate/agents/tools.py",  # get_page: the parents of a document read through list_in
     # the chunk viewer: the parents of a document read through get_in
     "layers/citegate/knowledge/document_chunks.py",

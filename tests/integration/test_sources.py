@@ -41,10 +41,32 @@ def _add(client: TestClient, kb: str, settings: dict[str, Any], name: str = "doc
     return dict(response.json())
 
 
-def _sync(client: TestClient, kb: str, source_id: str) -> dict[str, Any]:
+def _finished(client: TestClient, link: str, timeout: float = 60) -> dict[str, Any]:
+    """Follow a sync run's link until it ends."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = client.get(link)
+        assert response.status_code == 200, response.text
+        run = dict(response.json())
+        if run["status"] not in ("queued", "running") or time.monotonic() > deadline:
+            return run
+        time.sleep(0.1)
+
+
+def _request(client: TestClient, kb: str, source_id: str) -> dict[str, Any]:
+    """Ask for a sync: 202, the run queued, its link (the sync function does the work)."""
     response = client.post(f"/v1/kb/{kb}/sources/{source_id}/sync")
-    assert response.status_code == 200, response.text
+    assert response.status_code == 202, response.text
     run = dict(response.json())
+    assert run["status"] == "queued" and run["finished_at"] is None
+    link = f"/v1/kb/{kb}/sources/{source_id}/runs/{run['run_id']}"
+    assert run["links"]["self"] == response.headers["location"] == link
+    return run
+
+
+def _sync(client: TestClient, kb: str, source_id: str) -> dict[str, Any]:
+    run = _finished(client, _request(client, kb, source_id)["links"]["self"])
+    assert run["status"] in ("succeeded", "failed"), run
     for task_id in run["task_ids"]:
         assert wait_for_task(client, task_id)["status"] == "succeeded"
     return run
@@ -159,7 +181,10 @@ def test_a_folder_source_syncs_exactly(
 def test_a_sync_stopped_midway_then_run_again_ends_consistent(
     client: TestClient, kb: str, stack: Any, local_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A killed sync function: the run it took stays `running` and holds the source until its lease
+    expires; the next sync records it abandoned, hands its queued documents over and finishes."""
     from citegate.knowledge.sources import sync as sync_module
+    from citegate.knowledge.sources.service import SourceService
 
     files = {f"p{i:02}.md": _page(f"Page {i}", f"w{i}") for i in range(12)}
     root = _folder(local_env, files)
@@ -189,12 +214,19 @@ def test_a_sync_stopped_midway_then_run_again_ends_consistent(
     monkeypatch.setattr(sync_module, "ENQUEUE_EVERY", 1000)
     kb_record = stack.services.kbs.get(kb)
     stopped = stack.services.sources.get(kb, source["source_id"])
+    # The request's half (lease, run queued), without its message: this test is the sync function,
+    # through the same call the Lambda makes, and it dies midway.
+    queued = sync_module.SourceSync(stack.services, lease_seconds=LEASE).start(kb_record, stopped)
     with pytest.raises(Killed):
-        sync_module.SourceSync(stack.services, lease_seconds=LEASE).run(kb_record, stopped)
+        SourceService(stack.services, lease_seconds=LEASE).execute(kb, source["source_id"], queued.run_id)
     killed = time.monotonic()
     monkeypatch.undo()
     # The stopped run still holds the source until its lease runs out.
-    assert client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync").status_code == 409
+    assert client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs/{queued.run_id}").json()["status"] == (
+        "running"
+    )
+    refused = client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync")
+    assert refused.status_code == 409 and refused.json()["details"]["run_id"] == queued.run_id
     # Meanwhile the knowledge base is consistent: each document is its old version (indexed) or
     # its new one queued; nothing is duplicated or half deleted.
     documents = _documents(client, kb)
@@ -210,7 +242,8 @@ def test_a_sync_stopped_midway_then_run_again_ends_consistent(
     texts = " ".join(c.text for cs in _chunks_by_document(stack, kb).values() for c in cs)
     assert all(f"changed{i}" in texts for i in range(6)) and "w0 " not in texts
     runs = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs").json()["runs"]
-    assert runs[1]["status"] == "abandoned" and runs[0]["status"] == "succeeded"
+    assert runs[1]["run_id"] == queued.run_id and runs[1]["status"] == "abandoned"
+    assert runs[0]["status"] == "succeeded" and runs[0]["takes_over"] == queued.run_id
 
 
 def test_two_concurrent_syncs_of_one_source_run_once(
@@ -230,19 +263,25 @@ def test_two_concurrent_syncs_of_one_source_run_once(
         return listing(*args, **kwargs)
 
     monkeypatch.setattr(kinds, "folder_listing", slow_listing)
-    answers: list[Any] = []
-    first = threading.Thread(
-        target=lambda: answers.append(client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync"))
-    )
-    first.start()
-    assert inside.wait(10)
-    second = client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync")
+    # The request answers at once, the run queued: the listing has not even begun (it is held
+    # below), so the API returned before the work ended.
+    first = _request(client, kb, source["source_id"])
+    queued_again = client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync")
+    assert inside.wait(30), "the sync function took the run from the queue"
+    running = client.get(first["links"]["self"]).json()
+    running_again = client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync")
     release.set()
-    first.join(30)
-    assert second.status_code == 409 and second.json()["error"] == "sync_in_progress"
-    assert answers[0].status_code == 200 and answers[0].json()["counts"]["added"] == 3
+    for second in (queued_again, running_again):
+        assert second.status_code == 409 and second.json()["error"] == "sync_in_progress"
+        assert second.json()["details"]["run_id"] == first["run_id"]
+    assert running["status"] == "running" and running["running_at"]
+    done = _finished(client, first["links"]["self"])
+    assert done["status"] == "succeeded" and done["counts"]["added"] == 3, done
+    assert done["finished_at"] and done["duration_ms"] is not None
     runs = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs").json()["runs"]
     assert len(runs) == 1
+    unknown = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs/run_0000")
+    assert unknown.status_code == 404 and unknown.json()["error"] == "run_not_found"
 
 
 def test_source_errors_and_deletion(
@@ -300,8 +339,9 @@ def test_an_agent_may_sync_a_source_it_may_not_create(
     secret = client.post(f"/admin/agents/{agent_id}/credentials", json={"kind": "token"}).json()["secret"]
     with TestClient(create_app(), headers={"Authorization": f"Bearer {secret}"}) as agent:
         synced = agent.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync")
-        assert synced.status_code == 200 and synced.json()["counts"]["added"] == 1
-        assert synced.json()["caller"] == agent_id
+        assert synced.status_code == 202 and synced.json()["caller"] == agent_id
+        # The agent may read its run (rag_list_sources): it ends with the document added.
+        assert _finished(agent, synced.json()["links"]["self"])["counts"]["added"] == 1
         refused = agent.post(
             f"/v1/kb/{kb}/sources", json={"name": "x", "settings": {"kind": "folder", "path": str(root)}}
         )
@@ -398,7 +438,7 @@ def test_a_git_source_follows_a_branch(
         ).status_code
         == 200
     )
-    failed = client.post(f"/v1/kb/{kb}/sources/{source['source_id']}/sync").json()
+    failed = _finished(client, _request(client, kb, source["source_id"])["links"]["self"])
     assert failed["status"] == "failed" and "git fetch failed" in failed["error"]
     assert set(_documents(client, kb)) == {"intro.md", "guide/install.md"}
 
@@ -509,7 +549,7 @@ def test_an_s3_source_follows_a_prefix(client: TestClient, kb: str, stack: Any) 
     missing = _add(
         client, kb, {"kind": "s3", "bucket": "no-such-bucket-" + uuid.uuid4().hex[:6]}, name="gone"
     )
-    run = client.post(f"/v1/kb/{kb}/sources/{missing['source_id']}/sync").json()
+    run = _finished(client, _request(client, kb, missing["source_id"])["links"]["self"])
     assert run["status"] == "failed" and "cannot be listed" in run["error"]
     assert set(_documents(client, kb)) == {"one.md", "two.md"}
 
@@ -531,8 +571,10 @@ def test_a_due_schedule_syncs_the_source_and_audits_it(
     stack.services.sources.update(kb, source["source_id"], {"next_sync_at": "2000-01-01T00:00:00.000Z"})
     outcome = SourceScheduler().run_once()
     mine = [o for o in outcome["synced"] if o["source_id"] == source["source_id"]]
-    assert mine and mine[0]["status"] == "succeeded" and mine[0]["counts"]["added"] == 1
-    [run] = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}/runs").json()["runs"]
+    assert mine and mine[0]["status"] == "queued"  # the pass only queues it: the sync function syncs
+    link = f"/v1/kb/{kb}/sources/{source['source_id']}/runs/{mine[0]['run_id']}"
+    run = _finished(client, link)
+    assert run["status"] == "succeeded" and run["counts"]["added"] == 1, run
     assert run["trigger"] == "schedule" and run["caller"] == "scheduler"
     after = client.get(f"/v1/kb/{kb}/sources/{source['source_id']}").json()
     assert after["next_sync_at"] > run["started_at"]
@@ -544,5 +586,5 @@ def test_a_due_schedule_syncs_the_source_and_audits_it(
         if kb in r.knowledge_bases
     ]
     assert [(r.route, r.decision, r.status) for r in records] == [
-        ("SCHEDULE /v1/kb/{kb_id}/sources/{source_id}/sync", "allow", 200)
+        ("SCHEDULE /v1/kb/{kb_id}/sources/{source_id}/sync", "allow", 202)
     ]

@@ -242,8 +242,15 @@ OPERATIONS: dict[str, Op] = {
     "source_sync": Op(
         None,
         SyncRun,
-        "Sync a source now: new and changed documents queued, gone ones deleted; the run.",
+        "Sync a source: the run, queued (its link in Location and links.self); the sync function "
+        "queues new and changed documents and deletes gone ones.",
+        202,
         errors=(409,),
+    ),
+    "source_run_get": Op(
+        None,
+        SyncRun,
+        "One sync run: queued, running, then succeeded or failed with its counts.",
     ),
     "source_runs": Op(
         None,
@@ -751,7 +758,7 @@ def build_openapi() -> dict[str, Any]:
             }
         if op.status == 202:
             success["headers"] = {
-                "Location": {"schema": {"type": "string"}, "description": "The task's URL."}
+                "Location": {"schema": {"type": "string"}, "description": "The task's (or sync run's) URL."}
             }
         responses: dict[str, Any] = {str(op.status): success}
 

@@ -97,6 +97,7 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/v1/kb/{kb_id}/sources/{source_id}/sync", "source_sync", "rag_sync_source", write="ingest"
     ),
     Route("GET", "/v1/kb/{kb_id}/sources/{source_id}/runs", "source_runs", "rag_list_sources"),
+    Route("GET", "/v1/kb/{kb_id}/sources/{source_id}/runs/{run_id}", "source_run_get", "rag_list_sources"),
     # Who the caller is and what its policy grants (MCP lists only the tools a caller may use).
     Route("GET", "/v1/me", "me", "me", every_caller=True),
     # Retrieval and evidence-bound answers.

@@ -647,12 +647,26 @@ def cmd_sources_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+FINISHED_RUN = ("succeeded", "failed", "abandoned")
+
+
 def cmd_sources_sync(args: argparse.Namespace) -> int:
     with _client(args, patient=True) as client:
+        # 202: the run is queued; the sync function does the work (docs/sources.md).
         run = _call(client, "POST", f"/v1/kb/{args.kb}/sources/{args.source_id}/sync")
+        link = str((run.get("links") or {}).get("self") or "")
         failed_tasks = 0
+        deadline = time.monotonic() + args.timeout
+        if args.wait and link:
+            while run["status"] not in FINISHED_RUN and time.monotonic() < deadline:
+                time.sleep(0.25)
+                run = _call(client, "GET", link)
+            if run["status"] not in FINISHED_RUN:
+                print(
+                    f"citegate: run {run['run_id']} still {run['status']} after {args.timeout:.0f}s",
+                    file=sys.stderr,
+                )
         if args.wait and run.get("task_ids"):
-            deadline = time.monotonic() + args.timeout
             pending = list(run["task_ids"])
             while pending and time.monotonic() < deadline:
                 task = _call(client, "GET", f"/v1/tasks/{pending[0]}")
@@ -672,7 +686,11 @@ def cmd_sources_sync(args: argparse.Namespace) -> int:
         print(_run_line(run))
         for failure in run.get("failures") or []:
             print(f"  FAILED {failure['name']}: {failure['reason']}", file=sys.stderr)
-    if run["status"] != "succeeded" or failed_tasks:
+    # Without --wait the run is only queued: a refusal would have been an error already.
+    if (
+        run["status"] not in (("succeeded",) if args.wait else ("succeeded", "queued", "running"))
+        or failed_tasks
+    ):
         return EXIT_FAILURES
     return EXIT_OK
 
@@ -925,7 +943,11 @@ def build_parser() -> argparse.ArgumentParser:
     sync = source_commands.add_parser("sync", help="sync a source now")
     sync.add_argument("source_id")
     sync.add_argument("--kb", required=True)
-    sync.add_argument("--wait", action="store_true", help="wait for the queued ingestions to finish")
+    sync.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the run to end (its counts) and its ingestions to finish",
+    )
     sync.add_argument("--timeout", type=float, default=1800)
     _connection_options(sync)
     sync.set_defaults(run=cmd_sources_sync)

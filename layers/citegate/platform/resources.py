@@ -157,6 +157,8 @@ INGESTION_STEP_FUNCTIONS: dict[str, str] = {
     "IndexFunctionArn": "ingest_index",
     "FinalizeFunctionArn": "ingest_finalize",
     "MarkFailedFunctionArn": "ingest_mark_failed",
+    # A source sync requested over the API or by the schedule (citegate.knowledge.sources).
+    "SyncFunctionArn": "source_sync_worker",
 }
 
 

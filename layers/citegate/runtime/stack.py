@@ -174,6 +174,8 @@ class LocalStack:
         """Queues and executions do not survive a restart; tasks that were under way go back on the queue."""
         import json
 
+        from citegate.knowledge.sources.service import sync_message
+
         resumed = 0
         for task in s.tasks.unfinished():
             if task.kind == "ingest":
@@ -181,6 +183,15 @@ class LocalStack:
                     QueueUrl=s.ingest_queue_url, MessageBody=json.dumps({"task_id": task.task_id})
                 )
                 resumed += 1
+        # Source syncs requested but not begun (a run `queued`) go back on the queue too; one
+        # that was running is left to its lease (the next sync finishes it).
+        for source in s.sources.all():
+            last = source.last_run or {}
+            if last.get("status") == "queued":
+                run = s.sources.find_run(source.kb_id, source.source_id, str(last.get("run_id")))
+                if run is not None and run.status == "queued":
+                    s.aws.sqs.send_message(QueueUrl=s.ingest_queue_url, MessageBody=sync_message(run))
+                    resumed += 1
         return resumed
 
     def stop(self) -> None:

@@ -7,6 +7,11 @@ executions already started. Tasks that have finished (an earlier delivery did th
 longer exist are acknowledged without starting anything. Each message's outcome is reported on
 its own (Powertools partial batch response): a malformed message fails alone, and if the
 execution cannot be started, only the messages it would have run are retried.
+
+A source sync requested over the API or by the schedule comes on the same queue as
+`{"source_sync": {"kb_id", "source_id", "run_id"}}`: it starts one execution of the same state
+machine, named after the run (so a redelivery finds it started), whose first state sends it to
+the sync function (citegate.knowledge.sources); the sync then queues its documents here.
 """
 
 from __future__ import annotations
@@ -33,6 +38,28 @@ EXECUTION_MAX_DOCUMENTS = 50
 EXECUTION_MAX_BYTES = 2 * 1024 * 1024
 
 
+SYNC_KEY = "source_sync"
+SYNC_FIELDS = ("kb_id", "source_id", "run_id")
+
+
+def sync_of(message_body: str) -> dict[str, str] | None:
+    """The source sync a message asks for, or None when it is not a sync message."""
+    try:
+        body = json.loads(message_body)
+    except (TypeError, ValueError):
+        return None
+    sync = body.get(SYNC_KEY) if isinstance(body, dict) else None
+    if not isinstance(sync, dict) or not all(isinstance(sync.get(f), str) and sync[f] for f in SYNC_FIELDS):
+        return None
+    return {f: str(sync[f]) for f in SYNC_FIELDS}
+
+
+def message_key(message_body: str) -> str:
+    """What a message's outcome is kept under: its task id, or `sync:<run id>`."""
+    sync = sync_of(message_body)
+    return f"sync:{sync['run_id']}" if sync else task_id_of(message_body)
+
+
 def task_id_of(message_body: str) -> str:
     """The task a message names; ValueError for a malformed message."""
     try:
@@ -53,10 +80,10 @@ class StartedBatch:
 
     def outcome(self, message_body: str) -> str:
         """One message's outcome; raises (so the message is retried) if its task was not started."""
-        task_id = task_id_of(message_body)
-        if task_id in self.outcomes:
-            return self.outcomes[task_id]
-        raise RuntimeError(f"the ingestion of task {task_id} could not be started: {self.error}")
+        key = message_key(message_body)
+        if key in self.outcomes:
+            return self.outcomes[key]
+        raise RuntimeError(f"the ingestion of {key} could not be started: {self.error}")
 
 
 def pack(
@@ -85,12 +112,16 @@ def pack(
 def start_batch(s: Starting, message_bodies: list[str]) -> StartedBatch:
     """Start executions for the unfinished tasks among the messages (see `pack`)."""
     task_ids: list[str] = []
+    started = StartedBatch()
     for body in message_bodies:
+        sync = sync_of(body)
+        if sync is not None:
+            _start_sync(s, sync, started)
+            continue
         try:
             task_ids.append(task_id_of(body))
         except ValueError:
             continue  # reported as that message's failure by `StartedBatch.outcome`
-    started = StartedBatch()
     try:
         tasks = ledger.find_tasks(s, task_ids)
         documents = ledger.find_documents(
@@ -135,3 +166,23 @@ def _start_execution(s: Starting, documents: list[DocumentRef], started: Started
     for document in documents:
         started.outcomes[document.task_id] = outcome
     logger.info("ingestion batch " + outcome, extra={"batch_id": name, "documents": len(documents)})
+
+
+def _start_sync(s: Starting, sync: dict[str, str], started: StartedBatch) -> None:
+    """One execution for a source sync, named after its run; if it cannot be started, its message
+    is retried."""
+    sfn = s.aws.stepfunctions
+    run_id = sync["run_id"]
+    try:
+        sfn.start_execution(
+            stateMachineArn=s.state_machine_arn, name=run_id, input=json.dumps({SYNC_KEY: sync})
+        )
+        outcome = "started"
+    except sfn.exceptions.ExecutionAlreadyExists:
+        outcome = "already-started"
+    except Exception as error:
+        logger.exception("could not start the source sync", extra={"run_id": run_id})
+        started.error = error
+        return
+    started.outcomes[f"sync:{run_id}"] = outcome
+    logger.info("source sync " + outcome, extra=sync)

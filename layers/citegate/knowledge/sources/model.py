@@ -13,7 +13,8 @@ from pydantic import BaseModel, Field, field_validator
 from citegate.platform.schemas import StrictModel
 
 SourceKind = Literal["folder", "git", "website", "s3"]
-RunStatus = Literal["running", "succeeded", "failed", "abandoned"]
+# A run is `queued` from the request (the lease taken) until the sync function starts it.
+RunStatus = Literal["queued", "running", "succeeded", "failed", "abandoned"]
 Trigger = Literal["api", "schedule", "cli"]
 # How often a source syncs by itself: every N minutes (at least 5), or never (on demand only).
 MIN_SCHEDULE_MINUTES = 5
@@ -127,6 +128,8 @@ class SyncRun(BaseModel):
     error: str | None = None  # why the run as a whole failed
     revision: str = ""  # what was listed: a Git commit
     task_ids: list[str] = Field(default_factory=list)  # the ingestions it started (first 1,000)
+    takes_over: str | None = None  # the stopped run this one finishes (recorded as abandoned)
+    running_at: str | None = None  # when the sync function took it from the queue
 
 
 class Source(BaseModel):

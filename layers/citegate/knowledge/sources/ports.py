@@ -53,4 +53,8 @@ class Syncing(
 ):
     """What a sync reads and writes: the settings (the data root, the local folder it may read),
     the AWS clients (S3 sources), the knowledge base and its documents, the sources table, the
-    ingestion service it hands documents to, and the web fetcher for websites."""
+    ingestion service it hands documents to, the web fetcher for websites, and the ingestion queue
+    a requested sync is handed to."""
+
+    @property
+    def ingest_queue_url(self) -> str: ...

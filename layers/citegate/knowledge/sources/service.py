@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import builtins
 import datetime as dt
+import json
 import uuid
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from citegate.knowledge.sources import kinds
+from citegate.knowledge.sources import sync as sync_module
 from citegate.knowledge.sources.model import (
     CreateSourceRequest,
     FolderSettings,
@@ -24,9 +26,11 @@ from citegate.knowledge.sources.model import (
     UpdateSourceRequest,
     WebsiteSettings,
 )
-from citegate.knowledge.sources.sync import LEASE_SECONDS, SourceSync, new_run_id, summary
+from citegate.knowledge.sources.store import RunNotFound
+from citegate.knowledge.sources.sync import SourceSync, new_run_id, summary
 from citegate.platform.dynamo import utc_now
-from citegate.platform.errors import DocumentNotFound, InvalidRequest
+from citegate.platform.errors import DocumentNotFound, InvalidRequest, StorageUnavailable
+from citegate.platform.observability import logger
 
 if TYPE_CHECKING:
     from citegate.knowledge.schemas.kb import KnowledgeBase
@@ -46,10 +50,20 @@ def next_sync_at(minutes: int | None, after: dt.datetime | None = None) -> str |
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def sync_message(run: SyncRun) -> str:
+    """The ingestion queue's message for a queued run (citegate.knowledge.ingest.consumer)."""
+    return json.dumps({"source_sync": {"kb_id": run.kb_id, "source_id": run.source_id, "run_id": run.run_id}})
+
+
 class SourceService:
-    def __init__(self, s: Syncing, *, lease_seconds: float = LEASE_SECONDS) -> None:
+    def __init__(self, s: Syncing, *, lease_seconds: float | None = None) -> None:
         self._s = s
         self._lease = lease_seconds
+
+    @property
+    def lease(self) -> float:
+        # Read at each use, so a test (or a deployment's module) can shorten it.
+        return self._lease if self._lease is not None else sync_module.LEASE_SECONDS
 
     def check(self, settings: AnySettings) -> None:
         """Refuse settings no sync could follow (400), or a folder this runtime may not read (403)."""
@@ -132,7 +146,7 @@ class SourceService:
         with them); 409 sync_in_progress while it syncs (the lease is taken for the deletion)."""
         s = self._s
         run_id = new_run_id()
-        s.sources.acquire(kb.kb_id, source_id, run_id, self._lease)
+        s.sources.acquire(kb.kb_id, source_id, run_id, self.lease)
         deleted = detached = 0
         for document in s.documents.list(kb.kb_id):
             if document.source_id != source_id:
@@ -156,16 +170,69 @@ class SourceService:
             "kept": detached,
         }
 
+    def request_sync(
+        self, kb: KnowledgeBase, source_id: str, *, trigger: Trigger = "api", caller: str = ""
+    ) -> SyncRun:
+        """Take the source's lease, record a run `queued` and hand it to the ingestion queue, whose
+        consumer starts the sync function; the queued run (409 sync_in_progress while another
+        run holds the source; 503 storage_unavailable, the lease given back, if the queue refuses)."""
+        s = self._s
+        source = s.sources.get(kb.kb_id, source_id)
+        run = SourceSync(s, lease_seconds=self.lease).start(kb, source, trigger=trigger, caller=caller)
+        try:
+            s.aws.sqs.send_message(QueueUrl=s.ingest_queue_url, MessageBody=sync_message(run))
+        except Exception as error:
+            run.status, run.finished_at = "failed", utc_now()
+            run.error = f"the sync could not be queued: {error}"
+            s.sources.put_run(run)
+            s.sources.release(kb.kb_id, source_id, run.run_id, summary(run))
+            raise StorageUnavailable("the ingestion queue is unavailable; retry") from error
+        if source.schedule_minutes is not None:
+            s.sources.update(kb.kb_id, source_id, {"next_sync_at": next_sync_at(source.schedule_minutes)})
+        return run
+
+    def execute(self, kb_id: str, source_id: str, run_id: str) -> SyncRun | None:
+        """The sync function's work for one queued run; None when there is nothing to do (the
+        source or its knowledge base is gone, or the run was already taken: a redelivery)."""
+        s = self._s
+        source = s.sources.find(kb_id, source_id)
+        kb = s.kbs.find(kb_id)
+        run = s.sources.find_run(kb_id, source_id, run_id)
+        if source is None or kb is None or run is None or run.status != "queued":
+            logger.info(
+                "source sync not run",
+                extra={
+                    "kb_id": kb_id,
+                    "source_id": source_id,
+                    "run_id": run_id,
+                    "status": run.status if run else None,
+                },
+            )
+            return None
+        return SourceSync(s, lease_seconds=self.lease).execute(kb, source, run)
+
     def sync(
         self, kb: KnowledgeBase, source_id: str, *, trigger: Trigger = "api", caller: str = ""
     ) -> SyncRun:
+        """Sync now, in this process, and answer when done (scripts and tests; the API and the
+        schedule use `request_sync`)."""
         source = self._s.sources.get(kb.kb_id, source_id)
-        run = SourceSync(self._s, lease_seconds=self._lease).run(kb, source, trigger=trigger, caller=caller)
+        run = SourceSync(self._s, lease_seconds=self.lease).run(kb, source, trigger=trigger, caller=caller)
         if source.schedule_minutes is not None:
             self._s.sources.update(
                 kb.kb_id, source_id, {"next_sync_at": next_sync_at(source.schedule_minutes)}
             )
         return run
+
+    def run(self, kb: KnowledgeBase, source_id: str, run_id: str) -> SyncRun:
+        self._s.sources.get(kb.kb_id, source_id)
+        found = self._s.sources.find_run(kb.kb_id, source_id, run_id)
+        if found is None:
+            raise RunNotFound(
+                f"run {run_id!r} not found for source {source_id!r}",
+                details={"kb_id": kb.kb_id, "source_id": source_id, "run_id": run_id},
+            )
+        return found
 
     def runs(self, kb: KnowledgeBase, source_id: str, limit: int = 20) -> builtins.list[SyncRun]:
         self._s.sources.get(kb.kb_id, source_id)

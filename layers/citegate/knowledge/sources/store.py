@@ -1,7 +1,9 @@
 """Sources and their sync runs in one DynamoDB table, under their knowledge base.
 
 A source is the item ("source#<id>"); its runs sort after it by start time
-("run#<source id>#<started>#<run id>"), so a source's latest runs are one query. The sync lease
+("run#<source id>#<started>#<run id>"), so a source's latest runs are one query. An S3 source's
+event markers ("object#<source id>#<key>") keep the sequencer of the newest event applied to each
+object, so an older event arriving late is recognised and dropped. The sync lease
 is two attributes of the source item, taken and given back by conditional writes: DynamoDB lets
 one writer through, so two syncs of a source never run at once, on one machine or many.
 """
@@ -20,11 +22,16 @@ from citegate.platform.errors import Conflict, NotFound
 
 SOURCE = "source#"
 RUN = "run#"
+OBJECT = "object#"
 LEASE_FIELDS = ("lease_run", "lease_until")
 
 
 class SourceNotFound(NotFound):
     kind = "source_not_found"
+
+
+class RunNotFound(NotFound):
+    kind = "run_not_found"
 
 
 class SyncInProgress(Conflict):
@@ -108,11 +115,16 @@ class SourceStore:
 
     def delete(self, kb_id: str, source_id: str) -> bool:
         previous = self._table.delete_item(Key=_source_key(kb_id, source_id), ReturnValues="ALL_OLD")
-        runs = query_all(
-            self._table,
-            KeyConditionExpression=Key("kb_id").eq(kb_id) & Key("sk").begins_with(f"{RUN}{source_id}#"),
-            ProjectionExpression="kb_id, sk",
-        )
+        runs = [
+            item
+            for prefix in (RUN, OBJECT)
+            for item in query_all(
+                self._table,
+                KeyConditionExpression=Key("kb_id").eq(kb_id)
+                & Key("sk").begins_with(f"{prefix}{source_id}#"),
+                ProjectionExpression="kb_id, sk",
+            )
+        ]
         with self._table.batch_writer() as batch:
             for run in runs:
                 batch.delete_item(Key={"kb_id": run["kb_id"], "sk": run["sk"]})
@@ -201,3 +213,61 @@ class SourceStore:
             SyncRun.model_validate({k: v for k, v in from_item(i).items() if k != "sk"})
             for i in response.get("Items", [])
         ]
+
+    def find_run(self, kb_id: str, source_id: str, run_id: str) -> SyncRun | None:
+        """One run by its id (a source keeps few runs: one query over them)."""
+        items = query_all(
+            self._table,
+            KeyConditionExpression=Key("kb_id").eq(kb_id) & Key("sk").begins_with(f"{RUN}{source_id}#"),
+            FilterExpression=Attr("run_id").eq(run_id),
+            ConsistentRead=True,
+        )
+        for item in items:
+            return SyncRun.model_validate({k: v for k, v in from_item(item).items() if k != "sk"})
+        return None
+
+    # -- S3 event order ------------------------------------------------------------------------
+
+    def advance_object(self, kb_id: str, source_id: str, key: str, sequencer: str) -> str | None:
+        """Record `sequencer` as the newest event applied to object `key`, unless an equal or
+        newer one was: then None (the event is stale). Else the previous sequencer ("" if none),
+        to hand back to `restore_object` if applying the event fails."""
+        sk = f"{OBJECT}{source_id}#{key}"
+        try:
+            item = self._table.update_item(
+                Key={"kb_id": kb_id, "sk": sk},
+                UpdateExpression="SET #seq = :seq, updated_at = :now",
+                ConditionExpression="attribute_not_exists(#seq) OR #seq < :seq",
+                ExpressionAttributeNames={"#seq": "sequencer"},
+                ExpressionAttributeValues={":seq": sequencer, ":now": utc_now()},
+                ReturnValues="UPDATED_OLD",
+            )
+        except Exception as error:
+            if is_conditional_failure(error):
+                return None
+            raise
+        return str(item.get("Attributes", {}).get("sequencer", ""))
+
+    def restore_object(self, kb_id: str, source_id: str, key: str, sequencer: str, previous: str) -> None:
+        """Undo `advance_object` (the event could not be applied, so its retry must not be dropped),
+        unless a newer event has advanced the marker since."""
+        sk = f"{OBJECT}{source_id}#{key}"
+        try:
+            if previous:
+                self._table.update_item(
+                    Key={"kb_id": kb_id, "sk": sk},
+                    UpdateExpression="SET #seq = :previous",
+                    ConditionExpression="#seq = :seq",
+                    ExpressionAttributeNames={"#seq": "sequencer"},
+                    ExpressionAttributeValues={":seq": sequencer, ":previous": previous},
+                )
+            else:
+                self._table.delete_item(
+                    Key={"kb_id": kb_id, "sk": sk},
+                    ConditionExpression="#seq = :seq",
+                    ExpressionAttributeNames={"#seq": "sequencer"},
+                    ExpressionAttributeValues={":seq": sequencer},
+                )
+        except Exception as error:
+            if not is_conditional_failure(error):
+                raise

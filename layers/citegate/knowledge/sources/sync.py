@@ -6,6 +6,10 @@ ingestion (which replaces the old chunks, never adding beside them), an unchange
 alone (no embedding), one gone from the source is deleted with its chunks, in this same sync. A
 rename is a delete and an add.
 
+A sync is requested (`start`: the lease taken, the run recorded `queued`) and done apart
+(`execute`, the `source_sync_worker` function, which the ingestion queue's consumer starts as an
+execution of the ingestion state machine), so a request answers at once however large the source.
+
 Stopped at any point (a killed process, a timed-out Lambda), the knowledge base stays
 consistent: every document is its old version, or its new one queued for ingestion, or marked
 `deleting`; the next sync deletes what was marked, hands over what was left queued
@@ -92,10 +96,11 @@ class SourceSync:
         self._s = s
         self._lease = lease_seconds
 
-    def run(
+    def start(
         self, kb: KnowledgeBase, source: Source, *, trigger: Trigger = "api", caller: str = ""
     ) -> SyncRun:
-        """Sync `source` now (SyncInProgress while another run holds it); the finished run."""
+        """Take the source's lease (SyncInProgress while another run holds it) and record a run
+        `queued`: what a request answers with before the sync function (`execute`) does the work."""
         s = self._s
         run_id = new_run_id()
         held = s.sources.acquire(kb.kb_id, source.source_id, run_id, self._lease)
@@ -105,14 +110,30 @@ class SourceSync:
             source_id=source.source_id,
             trigger=trigger,
             caller=caller,
+            status="queued",
             started_at=utc_now(),
         )
-        recovering = self._close_stopped_run(held)
+        run.takes_over = self._close_stopped_run(held)
+        s.sources.put_run(run)
+        s.sources.update(kb.kb_id, source.source_id, {"last_run": summary(run)})
+        return run
+
+    def execute(self, kb: KnowledgeBase, source: Source, run: SyncRun) -> SyncRun:
+        """Do a queued run's work (the sync function, from the ingestion queue): list, hand what is
+        new or changed to ingestion, delete what is gone; the finished run. A run whose lease
+        another run has taken meanwhile (it waited past the lease's time) is abandoned unrun."""
+        s = self._s
+        if not s.sources.renew(kb.kb_id, source.source_id, run.run_id, self._lease):
+            run.status, run.finished_at = "abandoned", utc_now()
+            run.error = "another sync took the source before this one started"
+            s.sources.put_run(run)
+            return run
+        run.status, run.running_at = "running", utc_now()
         s.sources.put_run(run)
         s.sources.update(kb.kb_id, source.source_id, {"last_run": summary(run)})
         started = time.perf_counter()
         try:
-            self._sync(kb, held, run, recovering)
+            self._sync(kb, source, run, run.takes_over is not None)
             run.status = "succeeded"
         except kinds.SourceUnavailable as error:
             run.status, run.error = "failed", str(error)
@@ -126,32 +147,40 @@ class SourceSync:
         run.finished_at = utc_now()
         run.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         s.sources.put_run(run)
-        s.sources.release(kb.kb_id, source.source_id, run_id, summary(run))
+        s.sources.release(kb.kb_id, source.source_id, run.run_id, summary(run))
         logger.info(
             "source synced",
             extra={
                 "kb_id": kb.kb_id,
                 "source_id": source.source_id,
-                "run_id": run_id,
+                "run_id": run.run_id,
                 "status": run.status,
                 **run.counts.model_dump(),
             },
         )
         return run
 
-    def _close_stopped_run(self, source: Source) -> bool:
-        """A previous run still `running` when its lease could be taken stopped midway: it is
-        recorded as abandoned, and this run hands its queued documents to the queue again."""
+    def run(
+        self, kb: KnowledgeBase, source: Source, *, trigger: Trigger = "api", caller: str = ""
+    ) -> SyncRun:
+        """Sync `source` now, in this process (`start` then `execute`); the finished run."""
+        queued = self.start(kb, source, trigger=trigger, caller=caller)
+        return self.execute(kb, self._s.sources.get(kb.kb_id, source.source_id), queued)
+
+    def _close_stopped_run(self, source: Source) -> str | None:
+        """A previous run still `queued` or `running` when its lease could be taken stopped before
+        it finished (a killed worker, a timed-out Lambda): it is recorded as abandoned, and this
+        run hands the documents it left queued to the queue again. Its id, or None."""
         last = source.last_run or {}
-        if last.get("status") != "running":
-            return False
+        if last.get("status") not in ("queued", "running"):
+            return None
         for old in self._s.sources.runs(source.kb_id, source.source_id, limit=5):
-            if old.run_id == last.get("run_id") and old.status == "running":
+            if old.run_id == last.get("run_id") and old.status in ("queued", "running"):
                 old.status = "abandoned"
                 old.error = "the sync stopped before it finished; the next run took over"
                 old.finished_at = utc_now()
                 self._s.sources.put_run(old)
-        return True
+        return str(last.get("run_id") or "") or None
 
     def _sync(self, kb: KnowledgeBase, source: Source, run: SyncRun, recovering: bool) -> None:
         s = self._s
@@ -265,6 +294,11 @@ class SourceSync:
             if name in seen:
                 continue
             keep_lease()
-            with contextlib.suppress(DocumentNotFound):  # deleted meanwhile (DELETE on the document)
+            now = s.documents.find(kb.kb_id, document.document_id)
+            if now is None:
+                continue  # deleted meanwhile (DELETE on the document, an S3 event)
+            if now.task_id != document.task_id:
+                continue  # written again since the listing (an S3 event): not this run's to delete
+            with contextlib.suppress(DocumentNotFound):
                 s.ingestion.delete_document(kb.kb_id, document.document_id)
             run.counts.deleted += 1

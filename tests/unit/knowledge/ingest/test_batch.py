@@ -109,3 +109,56 @@ def test_executions_are_cut_by_stored_size_and_a_large_document_goes_alone() -> 
 
 def test_nothing_pending_starts_nothing() -> None:
     assert pack([], {}) == []
+
+
+class _ExecutionExists(Exception):
+    pass
+
+
+class _StepFunctions:
+    """Step Functions' start_execution as the consumer meets it: names are unique."""
+
+    class exceptions:
+        ExecutionAlreadyExists = _ExecutionExists
+
+    def __init__(self) -> None:
+        self.started: dict[str, Any] = {}
+
+    def start_execution(self, stateMachineArn: str, name: str, input: str) -> dict[str, str]:
+        if name in self.started:
+            raise _ExecutionExists(name)
+        self.started[name] = json.loads(input)
+        return {"executionArn": f"{stateMachineArn}:{name}"}
+
+
+class _Starting:
+    def __init__(self) -> None:
+        self.stepfunctions = _StepFunctions()
+        self.state_machine_arn = "arn:aws:states:us-east-1:1:stateMachine:m"
+
+    @property
+    def aws(self) -> Any:
+        return self
+
+
+def test_a_source_sync_message_starts_one_execution_named_after_its_run() -> None:
+    """Issue 29: a sync requested over the API or by the schedule travels on the ingestion queue;
+    the consumer starts it (no table read) as an execution named after the run, so a redelivery
+    finds it started; a message that only looks like one is a malformed message."""
+    from citegate.knowledge.ingest.consumer import message_key, start_batch, sync_of
+
+    sync = {"kb_id": "kb", "source_id": "src_1", "run_id": "run_abc"}
+    body = json.dumps({"source_sync": sync})
+    s = _Starting()
+    started = start_batch(s, [body])  # type: ignore[arg-type]
+    assert s.stepfunctions.started == {"run_abc": {"source_sync": sync}}
+    assert started.outcome(body) == "started" and message_key(body) == "sync:run_abc"
+    assert start_batch(s, [body]).outcome(body) == "already-started"  # redelivered
+    for bad in [
+        {"source_sync": {"kb_id": "kb"}},
+        {"source_sync": "run_abc"},
+        {"source_sync": {**sync, "run_id": ""}},
+    ]:
+        assert sync_of(json.dumps(bad)) is None
+        with pytest.raises(ValueError):
+            message_key(json.dumps(bad))

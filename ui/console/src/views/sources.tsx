@@ -28,6 +28,7 @@ interface Run {
   failures: { name: string; reason: string }[];
   error?: string | null;
   task_ids: string[];
+  links?: { self: string };
 }
 
 interface Source {
@@ -232,7 +233,17 @@ export function Sources({ api, kbId }: { api: Api; kbId: string }) {
                       disabled={action.busy}
                       aria-label={`Sync now ${s.name}`}
                       onClick={async () => {
-                        const run = await action.run(() => api.post<Run>(`${base}/sources/${enc(s.source_id)}/sync`));
+                        // 202: the run is queued; the sync function does the work. Follow its link to the end.
+                        const run = await action.run(async () => {
+                          let current = await api.post<Run>(`${base}/sources/${enc(s.source_id)}/sync`);
+                          const link = current.links?.self ?? `${base}/sources/${enc(s.source_id)}/runs/${enc(current.run_id)}`;
+                          while (current.status === "queued" || current.status === "running") {
+                            setMessage(`Syncing ${s.name}: ${current.status}…`);
+                            await new Promise((resolve) => setTimeout(resolve, 500));
+                            current = await api.get<Run>(link);
+                          }
+                          return current;
+                        });
                         if (run) {
                           setMessage(`Synced ${s.name}: ${run.status}, ${countsText(run.counts)}.`);
                           setShown(s.source_id);
