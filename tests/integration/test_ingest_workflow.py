@@ -117,7 +117,16 @@ def test_the_history_shows_every_step(client: TestClient, kb: str, stack: Any) -
     task_id = _submit(client, kb, text="Steps in order. " * 100, source_name="steps.txt")
     assert wait_for_task(client, task_id)["status"] == "succeeded"
     events = _history(stack, task_id)
-    assert _entered(events) == ["Parse", "AnyDocumentLeft", "Chunk", "Embed", "Index", "Finalize"]
+    # A batch of documents passes the choice that sends a source's sync to its own task.
+    assert _entered(events) == [
+        "SourceSyncOrDocuments",
+        "Parse",
+        "AnyDocumentLeft",
+        "Chunk",
+        "Embed",
+        "Index",
+        "Finalize",
+    ]
     assert events[-1]["type"] == "ExecutionSucceeded"
 
 
@@ -179,7 +188,8 @@ def test_a_poison_document_fails_alone_without_retries(client: TestClient, kb: s
     task = wait_for_task(client, task_id)
     assert task["status"] == "failed" and "PDF" in task["error"]
     events = _history(stack, task_id)
-    assert _entered(events) == ["Parse", "AnyDocumentLeft", "Finalize"], "nothing left to chunk"
+    left_nothing_to_chunk = ["SourceSyncOrDocuments", "Parse", "AnyDocumentLeft", "Finalize"]
+    assert _entered(events) == left_nothing_to_chunk
     assert not [e for e in events if e["type"] in ("LambdaFunctionFailed", "TaskFailed")], "not retried"
     assert events[-1]["type"] == "ExecutionSucceeded"
 
@@ -216,7 +226,16 @@ def test_a_batch_wide_failure_takes_the_catch_path(
     task = wait_for_task(client, task_id)
     assert task["status"] == "failed" and task["error"] == "the search index refused the batch"
     events = _history(stack, task_id)
-    assert _entered(events) == ["Parse", "AnyDocumentLeft", "Chunk", "Embed", "Index", "MarkFailed", "Failed"]
+    assert _entered(events) == [
+        "SourceSyncOrDocuments",
+        "Parse",
+        "AnyDocumentLeft",
+        "Chunk",
+        "Embed",
+        "Index",
+        "MarkFailed",
+        "Failed",
+    ]
     assert events[-1]["type"] == "ExecutionFailed"
     [document] = client.get(f"/v1/kb/{kb}/documents").json()["documents"]
     assert document["status"] == "failed" and document["error"] == task["error"]

@@ -37,7 +37,7 @@ from typing import Any
 from tantivy import Filter, TextAnalyzer, TextAnalyzerBuilder, Tokenizer
 
 # Bump the suffix whenever the analysis changes: indexes built with another analysis must be rebuilt.
-ANALYZER_NAME = "citegate_v3"
+ANALYZER_NAME = "citegate_v4"
 
 # Tantivy refuses terms longer than ~65 KB and long tokens are noise (base64, hashes of hashes).
 MAX_TOKEN_BYTES = 100
@@ -131,9 +131,12 @@ _CAMEL_HINT = re.compile(r"[a-z0-9][A-Z][a-z]")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z][a-z])")
 
 
-# A command-line option: one or two dashes and a name, not inside a word ("pre-commit"), a number
-# ("-1", "2-3") or a path ("a/-x"); `--[no-]name` is how manuals write an option and its negation.
-_FLAG = re.compile(r"(?<![\w\-\]/.])(--?)(\[no-\])?([A-Za-z][A-Za-z0-9]*+(?:-[A-Za-z0-9]++)*+)")
+# A command-line option: one or two dashes and a name, at the start of the text or after a space,
+# an opening bracket or quote, a comma, `*`, `` ` `` or `|`; so not inside a word ("pre-commit"), a
+# number ("-1", "2-3"), a path ("a/-x") or a chemical name ("Ca2+-dependent", "5′-end").
+# `--[no-]name` is how manuals write an option and its negation.
+_FLAG_START = r"""(?:^|(?<=[\s(\[{,;"'`*|“‘]))"""
+_FLAG = re.compile(_FLAG_START + r"(--?)(\[no-\])?([A-Za-z][A-Za-z0-9]*+(?:-[A-Za-z0-9]++)*+)")
 
 
 def _option_token(dashes: str, name: str) -> str:
@@ -188,10 +191,20 @@ def identifier_forms(text: str) -> list[str]:
     return [form for form in dict.fromkeys(forms) if len(form.encode()) < MAX_TOKEN_BYTES]
 
 
+# A hyphenated English word ("up-regulation", "non-toxic") is no name: in a heading it is a title's word.
+_HYPHENATED_WORD = re.compile(r"[a-z]+(?:-[a-z]+)+")
+
+
+def heading_identifier_forms(text: str) -> list[str]:
+    """The identifiers of `identifier_forms` that name an entry, as a section heading would: not
+    hyphenated words, which a document title holds as often as a reference entry does."""
+    return [form for form in identifier_forms(text) if not _HYPHENATED_WORD.fullmatch(form)]
+
+
 def query_identifier_terms(text: str) -> list[str]:
     """The index terms of the identifiers a query names: what is looked for in section headings,
     where a plain word ("default", "mode") would favour any section so titled."""
-    forms = identifier_forms(text)
+    forms = heading_identifier_forms(text)
     return list(dict.fromkeys(_shared_analyzer().analyze(" ".join(forms)))) if forms else []
 
 

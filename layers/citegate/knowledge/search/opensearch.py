@@ -333,7 +333,7 @@ def lexical_fields(lexical: LexicalFields = DEFAULT_LEXICAL) -> list[str]:
 def lexical_clause(query: str, flt: SearchFilter, lexical: LexicalFields = DEFAULT_LEXICAL) -> Body:
     from citegate.knowledge.search.analysis import (  # tantivy's analyzer: loaded on first query
         flag_terms,
-        identifier_forms,
+        heading_identifier_forms,
         query_text,
     )
 
@@ -355,7 +355,7 @@ def lexical_clause(query: str, flt: SearchFilter, lexical: LexicalFields = DEFAU
     options = list(dict.fromkeys(flag_terms(query)))
     if options:  # scored like a word of the text, as in the embedded engine
         should.append({"match": {OPTIONS_FIELD: {"query": " ".join(options), "boost": lexical.text}}})
-    names = [form for form in identifier_forms(query) if not form.startswith("-")]
+    names = [form for form in heading_identifier_forms(query) if not form.startswith("-")]
     if names and lexical.heading > 0:  # headings are searched for identifiers only, as embedded
         should.append({"match": {SECTION_FIELD: {"query": " ".join(names), "boost": lexical.heading}}})
     if should:
