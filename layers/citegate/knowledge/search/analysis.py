@@ -191,14 +191,11 @@ def identifier_forms(text: str) -> list[str]:
     return [form for form in dict.fromkeys(forms) if len(form.encode()) < MAX_TOKEN_BYTES]
 
 
-# A hyphenated English word ("up-regulation", "non-toxic") is no name: in a heading it is a title's word.
-_HYPHENATED_WORD = re.compile(r"[a-z]+(?:-[a-z]+)+")
-
-
 def heading_identifier_forms(text: str) -> list[str]:
-    """The identifiers of `identifier_forms` that name an entry, as a section heading would: not
-    hyphenated words, which a document title holds as often as a reference entry does."""
-    return [form for form in identifier_forms(text) if not _HYPHENATED_WORD.fullmatch(form)]
+    """The identifiers of `identifier_forms` that name an entry, as a section heading would: options
+    and dotted, snake_case or camelCase names, not hyphenated words ("up-regulation",
+    "interleukin-2"), which a document's title holds as often as a reference entry does."""
+    return [form for form in identifier_forms(text) if form.startswith("-") or "-" not in form]
 
 
 def query_identifier_terms(text: str) -> list[str]:
