@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from aws_cdk import ArnFormat, Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -179,6 +179,20 @@ MCP_TOOL_FUNCTIONS: tuple[str, ...] = (
 #   step uses the embeddings cache (queries are embedded without it);
 # - S3 HeadObject on a missing key answers 403 instead of 404 without s3:ListBucket on that prefix,
 #   so functions that probe for an object may list that prefix.
+
+
+# What a function that makes a knowledge base follow its source may do (the sync worker and the S3
+# events function): the same as ingesting a document, plus reading and updating the source.
+_SOURCE_WRITER: dict[str, Any] = {
+    "tables": _tables(
+        sources="read+write", kbs="read+write", documents="write", tasks="write", parents="write"
+    ),
+    "objects": {"raw/": _acts("put", "delete", "list")},
+    "send_to_queue": True,
+    "search": "write",
+}
+
+
 FUNCTION_SPECS: dict[str, FunctionSpec] = {
     "healthz": FunctionSpec(
         "GET /healthz: metadata and search checks (not audited)", tables=_tables(kbs="read"), search="read"
@@ -476,24 +490,14 @@ FUNCTION_SPECS: dict[str, FunctionSpec] = {
         "on the ingestion queue, delete what is gone, record the run",
         memory_mb=1024,
         timeout_s=900,
-        tables=_tables(
-            sources="read+write", kbs="read+write", documents="write", tasks="write", parents="write"
-        ),
-        objects={"raw/": _acts("put", "delete", "list")},
-        send_to_queue=True,
-        search="write",
+        **_SOURCE_WRITER,
     ),
     SOURCE_EVENTS: FunctionSpec(
         "S3 events of a source's bucket (EventBridge): ingest or delete that one object's document, "
         "in the order of the object's sequencer",
         memory_mb=1024,
         timeout_s=120,
-        tables=_tables(
-            sources="read+write", kbs="read+write", documents="write", tasks="write", parents="write"
-        ),
-        objects={"raw/": _acts("put", "delete", "list")},
-        send_to_queue=True,
-        search="write",
+        **_SOURCE_WRITER,
     ),
     "ingest_finalize": FunctionSpec(
         "Ingestion step: mark the task succeeded, remove work files",
