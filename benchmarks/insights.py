@@ -567,6 +567,179 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+# --- the fold's cost: counting signals into the rollups, before and after a change ---------------
+
+FOLD_DAYS = 5  # the synthetic signals are spread over this many days
+
+
+def _synthetic_records(tenant: str, total: int, seed: int = 11) -> list[Any]:
+    """Audit records like the replay's: the planted set's questions in the replay's order, a gap
+    declined (no evidence) with its nearby pages, an answerable one answered (a third with low
+    confidence) citing its pages; 40% from an agent; spread over FOLD_DAYS days."""
+    import datetime as dt
+    import uuid
+
+    from citegate.governance.audit import AuditRecord
+
+    rng = random.Random(seed)
+    asks = extended_schedule(load_set(), total)
+    start = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
+    step = dt.timedelta(days=FOLD_DAYS) / max(1, len(asks))
+    records = []
+    for i, (q, form, caller) in enumerate(asks):
+        at = (start + i * step).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        pages = [f"{q.manual}/{p}" for p in q.pages] or [f"{q.manual}/page{rng.randrange(60)}.html"]
+        nearby = (pages + [f"{q.manual}/page{rng.randrange(60)}.html" for _ in range(5)])[:5]
+        declined = q.planted or rng.random() < 0.3
+        records.append(
+            AuditRecord(
+                request_id=uuid.UUID(int=rng.getrandbits(128)).hex,
+                timestamp=at,
+                tenant_id=tenant,
+                caller_type="agent" if caller == "agent" else "anonymous",
+                caller_id="x",
+                route="POST /agent/tools/ask" if caller == "agent" else "POST /answer/ask",
+                status=200,
+                knowledge_bases=[q.manual],
+                query=q.forms[form],
+                outcome="declined" if declined else "answered",
+                no_answer_code="no_evidence" if declined else None,
+                confidence="low" if declined or rng.random() < 0.35 else "medium",
+                cited_paths=[] if declined else pages[:3],
+                nearby_paths=nearby,
+            )
+        )
+    return records
+
+
+def fold_worker(args: argparse.Namespace) -> dict[str, Any]:
+    """One code version's fold, in this process (`fold` runs one per version, in turn): a fresh
+    embedded stack (journaled, as `citegate serve` runs it), `--signals` signals written, then
+    folded by successive refreshes (each view's budget), then `--fresh` new questions each folded
+    by one refresh, then the views of the whole window."""
+    import os
+    import time as clock
+
+    os.environ.update(
+        {
+            "RAG_DATA_ROOT": str(args.data),
+            "RAG_API_TOKEN": "bench-token",
+            "CITEGATE_EMBEDDER": args.embedder,
+            "CITEGATE_STAGE": "bench",
+        }
+    )
+    from citegate.governance.calls import Authorized
+    from citegate.governance.policy.model import EffectiveScope, Policy
+    from citegate.governance.signals import SignalLog
+    from citegate.insights import service
+    from citegate.insights.store import InsightsStore
+    from citegate.platform import resources
+    from citegate.platform.principal import Principal
+    from citegate.platform.settings import get_settings, reset_settings
+    from citegate.runtime.stack import LocalStack
+
+    reset_settings()
+    stack = LocalStack(get_settings(), poll=False).start()
+    try:
+        s = stack.services
+        tenant = "bench-" + hashlib.sha1(str(args.data).encode()).hexdigest()[:8]
+        log = SignalLog(s.table(resources.INSIGHTS))
+        records = _synthetic_records(tenant, args.signals + args.fresh)
+        for record in records[: args.signals]:
+            log.record(record, 4_000_000_000)
+        s.embedder.embed_query("warm up")
+        spent = {"count_s": 0.0}
+        count = InsightsStore.count
+
+        def timed_count(self: Any, *a: Any, **k: Any) -> Any:
+            t0 = clock.perf_counter()
+            try:
+                return count(self, *a, **k)
+            finally:
+                spent["count_s"] += clock.perf_counter() - t0
+
+        InsightsStore.count = timed_count  # type: ignore[method-assign]
+        t0 = clock.perf_counter()
+        refreshes, seen = 0, 0
+        while True:
+            done = service.refresh(s, tenant)
+            refreshes += 1
+            seen += done.seen
+            if not done.remaining:
+                break
+        wall = clock.perf_counter() - t0
+        result: dict[str, Any] = {
+            "signals": seen,
+            "refreshes": refreshes,
+            "fold_s": round(wall, 1),
+            "fold_ms_per_signal": round(wall * 1000 / max(1, seen), 1),
+            "count_ms_per_signal": round(spent["count_s"] * 1000 / max(1, seen), 1),
+        }
+        policy = Policy.model_validate({"principal_key": "agent:b", "tenant_id": tenant, "knowledge_bases": ["*"]})
+        call = Authorized(Principal(type="agent", id="b", tenant_id=tenant), policy, EffectiveScope())
+        window = service.Window.parse("2026-10-01", "2026-10-31", 30)
+        fresh_ms, view_ms, summary_ms = [], [], []
+        for record in records[args.signals :]:
+            log.record(record.model_copy(update={"timestamp": record.timestamp}), 4_000_000_000)
+            t1 = clock.perf_counter()
+            done = service.refresh(s, tenant)
+            fresh_ms.append((clock.perf_counter() - t1) * 1000)
+            assert done.seen >= 1, done
+            t1 = clock.perf_counter()
+            service.gaps(s, call, window, service.Filters())
+            view_ms.append((clock.perf_counter() - t1) * 1000)
+            t1 = clock.perf_counter()
+            service.summary(s, call, window, service.Filters())
+            summary_ms.append((clock.perf_counter() - t1) * 1000)
+        for name, values in (("refresh_one", fresh_ms), ("gaps_view", view_ms), ("summary_view", summary_ms)):
+            if values:
+                result[f"{name}_p50_ms"] = _p(values, 0.5)
+                result[f"{name}_p95_ms"] = _p(values, 0.95)
+        return result
+    finally:
+        stack.stop()
+        stack.release()
+
+
+def fold(args: argparse.Namespace) -> dict[str, Any]:
+    """The fold's cost per signal for each code version given (`--code`: a checkout's layers/
+    folder; this checkout's by default), one after the other in this run, each on a fresh stack,
+    the same signals; `--rounds` alternates them to spread the machine's load alike."""
+    import os
+    import subprocess
+
+    versions = args.code or [ROOT / "layers"]
+    rows: list[dict[str, Any]] = []
+    for round_ in range(args.rounds):
+        for code in versions:
+            with tempfile.TemporaryDirectory(prefix="citegate-fold-") as work:
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(code).resolve()), str(ROOT)]))
+                command = [sys.executable, "-m", "benchmarks.insights", "fold-worker", "--data", work]
+                command += ["--signals", str(args.signals), "--fresh", str(args.fresh), "--embedder", args.embedder]
+                load = os.getloadavg()[0]
+                out = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+                if out.returncode:
+                    print(out.stdout[-2000:], out.stderr[-4000:], file=sys.stderr)
+                    raise SystemExit(f"fold-worker failed for {code}")
+                row = {"code": str(code), "round": round_, "load": round(load, 1)}
+                row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    print()
+    print("| code | round | load | signals | fold ms/signal | counting ms/signal | refresh after one p50 / p95 | gaps view p50 / p95 | summary p50 / p95 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['code']} | {r['round']} | {r['load']} | {r['signals']} | {r['fold_ms_per_signal']} | "
+            f"{r['count_ms_per_signal']} | {r.get('refresh_one_p50_ms')} / {r.get('refresh_one_p95_ms')} ms | "
+            f"{r.get('gaps_view_p50_ms')} / {r.get('gaps_view_p95_ms')} ms | "
+            f"{r.get('summary_view_p50_ms')} / {r.get('summary_view_p95_ms')} ms |"
+        )
+    result = {"signals": args.signals, "embedder": args.embedder, "runs": rows}
+    _save(args.out / "insights-fold.json", result)
+    return result
+
+
 def _print(r: dict[str, Any]) -> None:
     print(json.dumps(r, indent=1, ensure_ascii=False))
     print()
@@ -631,13 +804,28 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="a work folder whose data/ an earlier replay left (a snapshot): measure only",
     )
-    for p in (t, m, r):
+    f = sub.add_parser("fold", help="the fold's cost per signal, for one or more code versions in turn")
+    f.add_argument("--code", type=Path, action="append", help="a checkout's layers/ folder (repeatable)")
+    f.add_argument("--signals", type=int, default=2000)
+    f.add_argument("--fresh", type=int, default=10, help="new questions each folded by one refresh")
+    f.add_argument("--rounds", type=int, default=1)
+    f.add_argument("--embedder", default="hashing", help="hashing: the counting's cost, not the embedding's")
+    w = sub.add_parser("fold-worker", help=argparse.SUPPRESS)
+    w.add_argument("--data", type=Path, required=True)
+    w.add_argument("--signals", type=int, default=2000)
+    w.add_argument("--fresh", type=int, default=10)
+    w.add_argument("--embedder", default="hashing")
+    for p in (t, m, r, f):
         p.add_argument("--out", type=Path, default=ROOT / "bench-results")
     args = parser.parse_args(argv)
     if args.command == "tune":
         tune(args)
     elif args.command == "merge":
         merge_grid(args)
+    elif args.command == "fold":
+        fold(args)
+    elif args.command == "fold-worker":
+        print(json.dumps(fold_worker(args)), flush=True)
     else:
         if args.threshold is None:
             from citegate.platform.settings import Settings

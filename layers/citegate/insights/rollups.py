@@ -36,6 +36,7 @@ SCOPE_FIELDS = ("kbs", "projects", "versions", "paths")
 # Counter attributes are top-level (DynamoDB's ADD takes no nested paths), named by prefix.
 REASON, PAGE, QUESTION, TEXT, CONFIDENCE = "r:", "p:", "q:", "t:", "c:"
 PAGES_PER_SIGNAL = 25
+IDENTITY, DATA, VERSION = "id", "data", "v"  # a stored row's JSON attributes and its version
 
 
 def rows_pk(tenant_id: str, kind: str) -> str:
@@ -167,59 +168,75 @@ def as_row(delta: Delta) -> dict[str, Any]:
     return row
 
 
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def stored_row(delta: Delta, version: int) -> dict[str, Any]:
+    """A row as it is stored: its identity (day, scope, caller kind, group, kind) and its counts
+    are two JSON attributes, its times and TTL plain ones, `v` its version. The fold writes a row
+    whole (read, add, put on the condition that `v` is unchanged): counters as attributes would be
+    one update clause each, and the embedded endpoint's cost grows with clauses times attributes."""
+    item: dict[str, Any] = {
+        "pk": delta.pk,
+        "sk": delta.sk,
+        IDENTITY: _dump({k: v for k, v in delta.fixed.items() if k != "expires_at"}),
+        DATA: _dump({"c": delta.counts, "t": delta.texts, "r": sorted(delta.records)}),
+        VERSION: version,
+    }
+    if delta.fixed.get("expires_at"):  # none: no TTL (0 would read as long expired)
+        item["expires_at"] = int(delta.fixed["expires_at"])
+    if delta.first is not None:
+        item["first"] = delta.first
+    if delta.last is not None:
+        item["last"] = delta.last
+    return item
+
+
+# A stored row's attributes that are no counter (rows of the first rollups kept counters as
+# attributes; `from_row` reads both shapes).
+_NOT_COUNTERS = {"pk", "sk", IDENTITY, DATA, VERSION, "first", "last", "records", "expires_at"}
+_FIXED = {"day", "caller_kind", "group_id", "kind", *SCOPE_FIELDS}
+
+
+def read_row(item: dict[str, Any]) -> dict[str, Any]:
+    """A stored row as the views read it: identity fields, counters and texts as plain keys."""
+    identity = item.pop(IDENTITY, None)
+    if isinstance(identity, str):
+        for key, v in json.loads(identity).items():
+            item.setdefault(key, v)
+    data = item.pop(DATA, None)
+    if isinstance(data, str):
+        loaded = json.loads(data)
+        for key, n in (loaded.get("c") or {}).items():
+            item[key] = int(item.get(key) or 0) + int(n)
+        for key, text in (loaded.get("t") or {}).items():
+            item.setdefault(key, text)
+        if loaded.get("r"):
+            item["records"] = sorted(set(item.get("records") or []) | set(loaded["r"]))
+    return item
+
+
+def from_row(item: dict[str, Any]) -> Delta:
+    """A stored row (either shape) as the delta that would make it: the fold adds to it."""
+    row = read_row(dict(item))
+    fixed = {k: row[k] for k in _FIXED if k in row}
+    if row.get("expires_at"):
+        fixed["expires_at"] = int(row["expires_at"])
+    delta = Delta(str(row["pk"]), str(row["sk"]), fixed)
+    for key, v in row.items():
+        if key in _NOT_COUNTERS or key in _FIXED:
+            continue
+        if key.startswith(TEXT):
+            delta.texts[key] = str(v)
+        elif isinstance(v, int | float) and not isinstance(v, bool):
+            delta.counts[key] = int(v)
+    delta.first = str(row["first"]) if row.get("first") else None
+    delta.last = str(row["last"]) if row.get("last") else None
+    delta.records = set(row.get("records") or [])
+    return delta
+
+
 def counters(row: dict[str, Any], prefix: str) -> dict[str, int]:
     """A row's counters of one prefix, by name without the prefix."""
     return {k[len(prefix) :]: int(v) for k, v in row.items() if k.startswith(prefix) and k != prefix}
-
-
-def update_of(delta: Delta, *, late: bool) -> dict[str, Any]:
-    """The UpdateItem arguments (Key, expression, names, values) that add a delta to its row.
-    `late`: the delta holds a signal older than others already counted, so `last` is only set when
-    the row has none (service.py moves first/last after the transaction with conditional writes)."""
-    names: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    sets: list[str] = []
-    adds: list[str] = []
-
-    def name(attribute: str) -> str:
-        placeholder = f"#a{len(names)}"
-        names[placeholder] = attribute
-        return placeholder
-
-    def value(v: Any) -> str:
-        placeholder = f":v{len(values)}"
-        values[placeholder] = v
-        return placeholder
-
-    for attribute, v in delta.fixed.items():
-        if attribute == "expires_at":
-            if not v:
-                continue  # no TTL (0 would read as long expired)
-            sets.append(f"{name(attribute)} = if_not_exists({names_last(names)}, {value(v)})")
-        else:
-            sets.append(f"{name(attribute)} = {value(v)}")
-    if delta.first is not None:
-        sets.append(f"{name('first')} = if_not_exists({names_last(names)}, {value(delta.first)})")
-    if delta.last is not None:
-        if late:
-            sets.append(f"{name('last')} = if_not_exists({names_last(names)}, {value(delta.last)})")
-        else:
-            sets.append(f"{name('last')} = {value(delta.last)}")
-    for attribute, text in delta.texts.items():
-        sets.append(f"{name(attribute)} = if_not_exists({names_last(names)}, {value(text)})")
-    for attribute, n in delta.counts.items():
-        adds.append(f"{name(attribute)} {value(n)}")
-    if delta.records:
-        adds.append(f"{name('records')} {value(set(delta.records))}")
-    parts = (["SET " + ", ".join(sets)] if sets else []) + (["ADD " + ", ".join(adds)] if adds else [])
-    return {
-        "Key": {"pk": delta.pk, "sk": delta.sk},
-        "UpdateExpression": " ".join(parts),
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
-
-
-def names_last(names: dict[str, str]) -> str:
-    """The placeholder just named (if_not_exists reads the attribute it sets)."""
-    return f"#a{len(names) - 1}"

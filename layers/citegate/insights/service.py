@@ -306,7 +306,8 @@ class _Folder:
             else:
                 gid = self._join(signal, vectors[sk], touched, done)
                 grouped = gid
-            folded.append(Counted(sk, grouped, gid, deltas(self.tenant, signal, gid), late=sk < self.mark))
+            whole = signal if "pk" in signal and "request_id" in signal else None
+            folded.append(Counted(sk, grouped, gid, deltas(self.tenant, signal, gid), whole))
             item = self.items.get(gid or "")
             if item and item.get("fixed_at") and str(signal["at"]) >= str(item["fixed_at"]):
                 kind = "gaps" if signal.get("gap") else "answered"

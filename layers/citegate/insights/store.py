@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from citegate.governance.signals import signal_pk
-from citegate.insights.rollups import Delta, combine, rows_pk, update_of
+from citegate.insights.rollups import VERSION, Delta, combine, from_row, read_row, rows_pk, stored_row
 from citegate.platform.dynamo import (
     cancellation_reasons,
     from_item,
@@ -22,6 +22,7 @@ from citegate.platform.observability import logger
 STATE_SK = "grouping"
 COUNTED = "counted"  # set on a signal in the transaction that adds it to the rollups
 MAX_ACTIONS = 25  # per transaction: DynamoDB takes 100, the embedded endpoint (moto) 25
+TRIES = 8  # transactions of one chunk whose rows another fold changed meanwhile (read again each time)
 # What the gaps and summary views read of a signal (not its request id, route or TTL).
 VIEW_FIELDS = (
     "sk",
@@ -50,13 +51,13 @@ VIEW_FIELDS = (
 @dataclass
 class Counted:
     """A signal folded: what the grouping made of it (`grouped`: the group id, or "-") and the
-    rollup increments it brings. `late`: older than signals already counted."""
+    rollup increments it brings."""
 
     sk: str
     grouped: str
     group_id: str | None
     deltas: list[Delta]
-    late: bool = False
+    signal: dict[str, Any] | None = None  # the whole signal item, when read whole: marked by a Put
 
 
 def group_pk(tenant_id: str) -> str:
@@ -111,21 +112,28 @@ class InsightsStore:
 
         if first_day > last_day:
             return []
-        return query_all(
+        items = query_all(
             self._table,
             KeyConditionExpression=Key("pk").eq(rows_pk(tenant_id, kind))
             & Key("sk").between(first_day, last_day + "\uffff"),
         )
+        return [read_row(item) for item in items]
 
     def count(self, tenant_id: str, batch: list[Counted], group_adds: dict[str, list[Delta]]) -> int:
-        """Add folded signals to the rollups, each in one transaction with its "counted" mark: a
-        signal already counted (a retry, or a concurrent fold) adds nothing. `group_adds`: per
-        signal sk, increments of its group's own item (answers after a fix). Returns how many
-        signals this call counted."""
+        """Add folded signals to the rollups. A transaction marks its signals counted, each on the
+        condition that it was not (a retry, or a concurrent fold, adds nothing), and writes their
+        rows whole, each on the condition that its version is still the one read (another fold's
+        increments are never overwritten: the rows are read again and the transaction retried).
+        `group_adds`: per signal sk, increments of its group's own item (answers after a fix).
+        Returns how many signals this call counted."""
         counted = 0
         chunk: list[Counted] = []
         keys: set[tuple[str, str]] = set()
-        for item in batch:
+        # Signals that add to the same rows go together (by their last row: the group's day, else
+        # the summary day; in time order within it), so a transaction adds many signals to a few
+        # rows instead of a few signals to many. Each signal is counted on its own condition, so
+        # the order is free.
+        for item in sorted(batch, key=lambda c: ([(d.pk, d.sk) for d in c.deltas][::-1], c.sk)):
             own = {(d.pk, d.sk) for d in [*item.deltas, *group_adds.get(item.sk, [])]}
             if chunk and len(chunk) + 1 + len(keys | own) > MAX_ACTIONS:
                 counted += self._count_chunk(tenant_id, chunk, group_adds)
@@ -137,64 +145,111 @@ class InsightsStore:
         return counted
 
     def _count_chunk(self, tenant_id: str, chunk: list[Counted], group_adds: dict[str, list[Delta]]) -> int:
-        try:
-            self._transact(tenant_id, chunk, group_adds)
-        except Exception as error:
-            if cancellation_reasons(error) is None:
-                raise
-            # One of them was counted already (or expired): each on its own, skipping those.
-            if len(chunk) == 1:
-                reasons = cancellation_reasons(error) or []
-                if reasons and reasons[0] == "ConditionalCheckFailed":
-                    return 0
-                raise
-            return sum(self._count_chunk(tenant_id, [item], group_adds) for item in chunk)
-        return len(chunk)
+        left = list(chunk)
+        for _ in range(TRIES):
+            if not left:
+                return 0
+            try:
+                self._transact(tenant_id, left, group_adds)
+            except Exception as error:
+                reasons = cancellation_reasons(error)
+                if reasons is None or len(reasons) < len(left):
+                    raise
+                # Signals counted meanwhile (their condition failed) are left out; a row whose
+                # version moved is read again. Anything else is an error of its own.
+                if any(r not in ("None", "ConditionalCheckFailed", "TransactionConflict") for r in reasons):
+                    raise
+                left = [c for c, r in zip(left, reasons, strict=False) if r != "ConditionalCheckFailed"]
+                continue
+            return len(left)
+        raise RuntimeError(f"insights rollups: {len(left)} signals not counted after {TRIES} tries")
+
+    def _current(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """The rows named, as stored now (strongly consistent: the versions are conditions)."""
+        client = self._table.meta.client
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] = {
+                self._table.name: {
+                    "Keys": [{"pk": pk, "sk": sk} for pk, sk in keys[start : start + 100]],
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                response = client.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self._table.name, []):
+                    found[(str(item["pk"]), str(item["sk"]))] = from_item(item)
+                request = response.get("UnprocessedKeys") or {}
+        return found
 
     def _transact(self, tenant_id: str, chunk: list[Counted], group_adds: dict[str, list[Delta]]) -> None:
         name = self._table.name
         actions: list[dict[str, Any]] = []
-        for item in chunk:
-            expression = "SET #c = :c, #g = :g"
-            values: dict[str, Any] = {":c": "1", ":g": item.grouped}
-            if item.group_id is not None:
-                expression += ", #id = :id"
-                values[":id"] = item.group_id
+        for item in chunk:  # first, in order: a cancellation's reasons name them by position
+            marks = {COUNTED: "1", "grouped": item.grouped} | (
+                {"group_id": item.group_id} if item.group_id is not None else {}
+            )
+            # Counted once; expired meanwhile: leave it gone.
+            condition = "attribute_exists(pk) AND attribute_not_exists(#c)"
+            if item.signal is not None:  # a Put costs the embedded endpoint less than an Update
+                signal = {k: v for k, v in item.signal.items() if k not in marks}
+                actions.append(
+                    {
+                        "Put": {
+                            "TableName": name,
+                            "Item": to_item({**signal, **marks}),
+                            "ConditionExpression": condition,
+                            "ExpressionAttributeNames": {"#c": COUNTED},
+                        }
+                    }
+                )
+                continue
             actions.append(
                 {
                     "Update": {
                         "TableName": name,
                         "Key": {"pk": signal_pk(tenant_id), "sk": item.sk},
-                        "UpdateExpression": expression,
-                        # Counted once; expired meanwhile: leave it gone.
-                        "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#c)",
-                        "ExpressionAttributeNames": {"#c": COUNTED, "#g": "grouped"}
-                        | ({"#id": "group_id"} if item.group_id is not None else {}),
-                        "ExpressionAttributeValues": values,
+                        "UpdateExpression": "SET " + ", ".join(f"#m{i} = :m{i}" for i in range(len(marks))),
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeNames": {"#c": COUNTED}
+                        | {f"#m{i}": k for i, k in enumerate(marks)},
+                        "ExpressionAttributeValues": {f":m{i}": v for i, v in enumerate(marks.values())},
                     }
                 }
             )
-        late = {(d.pk, d.sk) for item in chunk if item.late for d in item.deltas}
-        combined = combine([d for item in chunk for d in [*item.deltas, *group_adds.get(item.sk, [])]])
-        for key, delta in combined.items():
-            actions.append({"Update": {"TableName": name, **to_item(update_of(delta, late=key in late))}})
+        rows = combine([d for item in chunk for d in item.deltas])
+        current = self._current(list(rows))
+        for key, delta in rows.items():
+            stored = current.get(key)
+            row = from_row(stored) if stored is not None else Delta(delta.pk, delta.sk, dict(delta.fixed))
+            row.add(delta)
+            put: dict[str, Any] = {"TableName": name}
+            if stored is None:
+                put["ConditionExpression"] = "attribute_not_exists(pk)"
+            elif stored.get(VERSION) is None:  # a row of the first rollups: rewritten in this shape
+                put["ConditionExpression"] = "attribute_exists(pk) AND attribute_not_exists(#v)"
+                put["ExpressionAttributeNames"] = {"#v": VERSION}
+            else:
+                put["ConditionExpression"] = "#v = :v"
+                put["ExpressionAttributeNames"] = {"#v": VERSION}
+                put["ExpressionAttributeValues"] = {":v": int(stored[VERSION])}
+            version = int(stored.get(VERSION) or 0) + 1 if stored is not None else 1
+            actions.append({"Put": {**put, "Item": to_item(stored_row(row, version))}})
+        # A group's own counters (answers after its fix mark): added, on the group item.
+        for key, delta in combine([d for item in chunk for d in group_adds.get(item.sk, [])]).items():
+            names = {f"#a{i}": k for i, k in enumerate(delta.counts)}
+            actions.append(
+                {
+                    "Update": {
+                        "TableName": name,
+                        "Key": {"pk": key[0], "sk": key[1]},
+                        "UpdateExpression": "ADD " + ", ".join(f"#a{i} :a{i}" for i in range(len(names))),
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": {f":a{i}": n for i, n in enumerate(delta.counts.values())},
+                    }
+                }
+            )
         self._table.meta.client.transact_write_items(TransactItems=actions)
-        for key in late:  # first and last as min and max: conditional writes, idempotent
-            delta = combined[key]
-            for attribute, value, test in (("first", delta.first, ">"), ("last", delta.last, "<")):
-                if value is None:
-                    continue
-                try:
-                    self._table.update_item(
-                        Key={"pk": delta.pk, "sk": delta.sk},
-                        UpdateExpression="SET #a = :v",
-                        ConditionExpression=f"attribute_exists(pk) AND #a {test} :v",
-                        ExpressionAttributeNames={"#a": attribute},
-                        ExpressionAttributeValues={":v": value},
-                    )
-                except Exception as error:
-                    if not is_conditional_failure(error):
-                        raise
 
     # - groups -
 

@@ -7,12 +7,14 @@ from citegate.insights.rollups import (
     GROUP_DAY,
     SUMMARY_DAY,
     as_row,
+    from_row,
+    read_row,
+    stored_row,
     combine,
     counters,
     deltas,
     question_key,
     rows_pk,
-    update_of,
 )
 from citegate.insights.service import Window, split_window
 
@@ -75,12 +77,24 @@ def test_deltas_of_one_row_add_up() -> None:
     row = as_row(group)
     assert row["n"] == 3 and row["first"] == earlier["at"] and row["last"] == later["at"]
     assert counters(row, "r:") == {"no_evidence": 2, "weak": 1} and row["records"] == ["fb-1"]
-    update = update_of(group, late=False)
-    assert "ADD" in update["UpdateExpression"] and update["Key"] == {"pk": group.pk, "sk": group.sk}
-    # A late signal never moves `last` back: it is set only where the row has none.
-    late_names = update_of(group, late=True)["ExpressionAttributeNames"]
-    last = next(k for k, v in late_names.items() if v == "last")
-    assert f"{last} = if_not_exists({last}" in update_of(group, late=True)["UpdateExpression"]
+    # Stored whole: identity and counts are two JSON attributes; read back, the same row.
+    stored = stored_row(group, 3)
+    assert stored["v"] == 3 and stored["pk"] == group.pk and stored["sk"] == group.sk
+    assert {"first", "last", "expires_at", "id", "data"} <= set(stored)
+    assert not any(k.startswith(("r:", "q:", "p:")) for k in stored)
+    assert read_row(dict(stored)) == {**row, "v": 3}
+    again = from_row(stored)
+    assert (again.counts, again.texts, again.records) == (group.counts, group.texts, group.records)
+    assert (again.first, again.last, again.fixed) == (group.first, group.last, group.fixed)
+    # A row of the first rollups (counters as attributes) reads the same way.
+    flat = {**row, "records": set(row["records"])}
+    old = from_row(flat)
+    assert old.counts == group.counts and old.texts == group.texts and old.fixed == group.fixed
+    # Adding an earlier and a later signal moves first and last, whatever the order of counting.
+    early = deltas("t", {**GAP, "sk": "2026-11-28T01:00:00.000Z#r4", "at": "2026-11-28T01:00:00.000Z"}, "g1")
+    again.add(early[1])
+    assert again.first == "2026-11-28T01:00:00.000Z" and again.last == later["at"]
+    assert again.counts["n"] == 4
 
 
 def test_a_window_is_whole_days_and_partial_edges() -> None:
