@@ -675,7 +675,9 @@ def fold_worker(args: argparse.Namespace) -> dict[str, Any]:
             "fold_ms_per_signal": round(wall * 1000 / max(1, seen), 1),
             "count_ms_per_signal": round(spent["count_s"] * 1000 / max(1, seen), 1),
         }
-        policy = Policy.model_validate({"principal_key": "agent:b", "tenant_id": tenant, "knowledge_bases": ["*"]})
+        policy = Policy.model_validate(
+            {"principal_key": "agent:b", "tenant_id": tenant, "knowledge_bases": ["*"]}
+        )
         call = Authorized(Principal(type="agent", id="b", tenant_id=tenant), policy, EffectiveScope())
         window = service.Window.parse("2026-10-01", "2026-10-31", 30)
         fresh_ms, view_ms, summary_ms = [], [], []
@@ -715,7 +717,14 @@ def fold(args: argparse.Namespace) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="citegate-fold-") as work:
                 env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(code).resolve()), str(ROOT)]))
                 command = [sys.executable, "-m", "benchmarks.insights", "fold-worker", "--data", work]
-                command += ["--signals", str(args.signals), "--fresh", str(args.fresh), "--embedder", args.embedder]
+                command += [
+                    "--signals",
+                    str(args.signals),
+                    "--fresh",
+                    str(args.fresh),
+                    "--embedder",
+                    args.embedder,
+                ]
                 load = os.getloadavg()[0]
                 out = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
                 if out.returncode:
@@ -726,15 +735,31 @@ def fold(args: argparse.Namespace) -> dict[str, Any]:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print()
-    print("| code | round | load | signals | fold ms/signal | counting ms/signal | refresh after one p50 / p95 | gaps view p50 / p95 | summary p50 / p95 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    heads = (
+        "code",
+        "round",
+        "load",
+        "signals",
+        "fold ms/signal",
+        "counting ms/signal",
+        "refresh after one p50 / p95 ms",
+        "gaps view p50 / p95 ms",
+        "summary p50 / p95 ms",
+    )
+    print("| " + " | ".join(heads) + " |")
+    print("|---|" + "---:|" * (len(heads) - 1))
     for r in rows:
-        print(
-            f"| {r['code']} | {r['round']} | {r['load']} | {r['signals']} | {r['fold_ms_per_signal']} | "
-            f"{r['count_ms_per_signal']} | {r.get('refresh_one_p50_ms')} / {r.get('refresh_one_p95_ms')} ms | "
-            f"{r.get('gaps_view_p50_ms')} / {r.get('gaps_view_p95_ms')} ms | "
-            f"{r.get('summary_view_p50_ms')} / {r.get('summary_view_p95_ms')} ms |"
-        )
+        cells = [
+            r["code"],
+            r["round"],
+            r["load"],
+            r["signals"],
+            r["fold_ms_per_signal"],
+            r["count_ms_per_signal"],
+        ]
+        for name in ("refresh_one", "gaps_view", "summary_view"):
+            cells.append(f"{r.get(name + '_p50_ms')} / {r.get(name + '_p95_ms')}")
+        print("| " + " | ".join(str(c) for c in cells) + " |")
     result = {"signals": args.signals, "embedder": args.embedder, "runs": rows}
     _save(args.out / "insights-fold.json", result)
     return result

@@ -96,7 +96,7 @@ def test_a_signal_is_counted_once_by_concurrent_and_retried_folds(world: SimpleN
     # counted by one of them only.
     done = [Refreshed(), Refreshed()]
     folds = [
-        threading.Thread(target=service._Folder(world.s, tenant, "").fold, args=(pending, done[i]))
+        threading.Thread(target=service._Folder(world.s, tenant).fold, args=(pending, done[i]))
         for i in range(2)
     ]
     for fold in folds:
@@ -105,7 +105,7 @@ def test_a_signal_is_counted_once_by_concurrent_and_retried_folds(world: SimpleN
         fold.join()
     assert done[0].counted + done[1].counted == 24
     # A retried write of the same batch adds nothing.
-    again = service._Folder(world.s, tenant, "")
+    again = service._Folder(world.s, tenant)
     replay = Refreshed()
     again.fold(pending, replay)
     assert replay.seen == 24 and replay.counted == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import threading
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -218,23 +219,54 @@ def refresh(s: InsightsSources, tenant_id: str) -> Refreshed:
     return _refresh(s, tenant_id)[0]
 
 
-def _refresh(s: InsightsSources, tenant_id: str) -> tuple[Refreshed, list[dict[str, Any]]]:
-    """Fold the signals not counted yet into the groups and the rollups; returns what it did and
-    the signals it left for the next view (over its time budget)."""
+@dataclass
+class _Kept:
+    token: str
+    folder: _Folder
+    at: float
+
+
+# The groups as this process's last fold left them, per (table, tenant): the next fold starts from
+# them when no other process has changed the groups since (the state's `groups_token` is still the
+# one that fold wrote), instead of reading every group's item and centroid again.
+_KEPT: dict[tuple[str, str], _Kept] = {}
+_KEPT_LOCK = threading.Lock()
+KEEP_SECONDS = 600.0
+
+
+def _kept_folder(s: InsightsSources, tenant_id: str, token: Any) -> _Folder | None:
+    with _KEPT_LOCK:
+        kept = _KEPT.pop((s.insights.name, tenant_id), None)  # one fold at a time uses it
+    if kept is None or not token or kept.token != token or time.monotonic() - kept.at > KEEP_SECONDS:
+        return None
+    if kept.folder.s is not s:  # other services (settings, embedder): start afresh
+        return None
+    return kept.folder
+
+
+def _refresh(
+    s: InsightsSources, tenant_id: str
+) -> tuple[Refreshed, list[dict[str, Any]], dict[str, dict[str, Any]] | None]:
+    """Fold the signals not counted yet into the groups and the rollups; returns what it did, the
+    signals it left for the next view (over its time budget) and the group items as it left them
+    (None when another refresh held the lease)."""
     started = time.perf_counter()
     store = s.insights
     owner = uuid.uuid4().hex
     if not store.take_lease(tenant_id, owner, LEASE_SECONDS):
-        return Refreshed(skipped=True), []
+        return Refreshed(skipped=True), [], None
     watermark: str | None = None
     done = Refreshed()
     left: list[dict[str, Any]] = []
+    folder: _Folder | None = None
+    released = False
     try:
-        mark = store.state(tenant_id).get("counted_watermark")
+        state = store.state(tenant_id)
+        mark = state.get("counted_watermark")
         pending = store.signals(tenant_id, _since(mark), "9999", uncounted_only=True)  # oldest first
         if pending:
             watermark = max(str(mark or ""), max(str(sig["sk"]) for sig in pending))
-        folder = _Folder(s, tenant_id, str(mark or ""))
+        folder = _kept_folder(s, tenant_id, state.get("groups_token")) or _Folder(s, tenant_id)
         for start in range(0, len(pending), FOLD_BATCH):
             batch = pending[start : start + FOLD_BATCH]
             folder.fold(batch, done)
@@ -245,10 +277,17 @@ def _refresh(s: InsightsSources, tenant_id: str) -> tuple[Refreshed, list[dict[s
                 done.remaining = len(left)
                 break
         folder.merge(done)
+        token = uuid.uuid4().hex if folder.wrote or not state.get("groups_token") else state["groups_token"]
+        released = store.release(tenant_id, owner, watermark, token)
+        if released:
+            folder.settle()
+            with _KEPT_LOCK:
+                _KEPT[(store.name, tenant_id)] = _Kept(token, folder, time.monotonic())
     finally:
-        store.release(tenant_id, owner, watermark)
+        if not released:  # failed, or the lease was lost: leave the watermark where it was
+            store.release(tenant_id, owner, None)
     done.ms = round((time.perf_counter() - started) * 1000, 2)
-    return done, left
+    return done, left, folder.items if folder is not None else None
 
 
 def _kb_key(record: dict[str, Any]) -> tuple[str, ...]:
@@ -264,8 +303,9 @@ def _after_fix(item: dict[str, Any], kind: str) -> str:
 class _Folder:
     """One refresh's groups (per set of knowledge bases, as centroids) and what it changed."""
 
-    def __init__(self, s: InsightsSources, tenant_id: str, mark: str) -> None:
-        self.s, self.tenant, self.mark = s, tenant_id, mark
+    def __init__(self, s: InsightsSources, tenant_id: str) -> None:
+        self.s, self.tenant = s, tenant_id
+        self.wrote = False  # groups written by this fold (the kept copy's token changes)
         self.items = {g["sk"]: g for g in s.insights.groups(tenant_id)}
         self.threshold = s.settings.insights_threshold
         self.merging = s.settings.insights_merge_threshold
@@ -278,6 +318,13 @@ class _Folder:
 
     def _grouper(self) -> Grouper:
         return Grouper(self.threshold, merge_threshold=self.merging)
+
+    def settle(self) -> None:
+        """After a fold: nothing is changed since (the next fold compares only what it changes)."""
+        self.wrote = False
+        for grouper in self.groupers.values():
+            for c in grouper.centroids:
+                c.changed = False
 
     def fold(self, batch: list[dict[str, Any]], done: Refreshed) -> None:
         # Signals grouped before the rollups existed keep their group (no embedding): only counted.
@@ -315,7 +362,14 @@ class _Folder:
         # The groups first: a signal counted without its group's item would point at nothing.
         for gid in touched:
             self._save(gid)
-        done.counted += self.s.insights.count(self.tenant, folded, group_adds)
+            self.wrote = True
+        counted = self.s.insights.count(self.tenant, folded, group_adds)
+        done.counted += len(counted)
+        for sk in counted:  # the group items as stored (they are kept for the next fold)
+            for delta in group_adds.get(sk, []):
+                item = self.items[delta.sk]
+                for name, n in delta.counts.items():
+                    item[name] = int(item.get(name) or 0) + n
 
     def _join(
         self, signal: dict[str, Any], vector: np.ndarray, touched: dict[str, dict[str, Any]], done: Refreshed
@@ -374,6 +428,11 @@ class _Folder:
             return (-c.members, str(self.items[c.group_id].get("created_at") or ""), c.group_id)
 
         survivor, absorbed = sorted((a, b), key=rank)
+        # Their marks as stored now (a mark set meanwhile, answers counted after a fix).
+        for gid in (survivor.group_id, absorbed.group_id):
+            stored = self.s.insights.group(self.tenant, gid)
+            if stored is not None:
+                self.items[gid].update({k: v for k, v in stored.items() if k != "centroid"})
         keep, gone = self.items[survivor.group_id], self.items[absorbed.group_id]
         merged = Grouper(
             self.merging,
@@ -403,6 +462,7 @@ class _Folder:
         keep.update(sets)
         gone["merged_into"] = survivor.group_id
         grouper.absorb(survivor, absorbed)
+        self.wrote = True
         return True
 
 
@@ -571,11 +631,12 @@ def gaps(
     questions: int = QUESTIONS_SHOWN,
 ) -> dict[str, Any]:
     tenant = call.principal.tenant_id
-    refreshed, left = _refresh(s, tenant)
+    refreshed, left, folded = _refresh(s, tenant)
     if refreshed.skipped:  # another view is folding: what it has not counted yet is read raw
         left = uncounted(s, tenant)
     read = _read(s, tenant, window, GROUP_DAY, left)
-    items = {g["sk"]: g for g in s.insights.groups(tenant)}
+    # The fold's group items are the stored ones as of its end: not read again.
+    items = folded if folded is not None else {g["sk"]: g for g in s.insights.groups(tenant)}
     groups: dict[str, _Agg] = defaultdict(_Agg)
 
     def shown(record: dict[str, Any], kind: Any) -> bool:

@@ -5,6 +5,7 @@ the tenant's partitions."""
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -119,14 +120,18 @@ class InsightsStore:
         )
         return [read_row(item) for item in items]
 
-    def count(self, tenant_id: str, batch: list[Counted], group_adds: dict[str, list[Delta]]) -> int:
+    @property
+    def name(self) -> str:
+        return str(self._table.name)
+
+    def count(self, tenant_id: str, batch: list[Counted], group_adds: dict[str, list[Delta]]) -> list[str]:
         """Add folded signals to the rollups. A transaction marks its signals counted, each on the
         condition that it was not (a retry, or a concurrent fold, adds nothing), and writes their
         rows whole, each on the condition that its version is still the one read (another fold's
         increments are never overwritten: the rows are read again and the transaction retried).
         `group_adds`: per signal sk, increments of its group's own item (answers after a fix).
-        Returns how many signals this call counted."""
-        counted = 0
+        Returns the signals (sk) this call counted."""
+        counted: list[str] = []
         chunk: list[Counted] = []
         keys: set[tuple[str, str]] = set()
         # Signals that add to the same rows go together (by their last row: the group's day, else
@@ -144,11 +149,13 @@ class InsightsStore:
             counted += self._count_chunk(tenant_id, chunk, group_adds)
         return counted
 
-    def _count_chunk(self, tenant_id: str, chunk: list[Counted], group_adds: dict[str, list[Delta]]) -> int:
+    def _count_chunk(
+        self, tenant_id: str, chunk: list[Counted], group_adds: dict[str, list[Delta]]
+    ) -> list[str]:
         left = list(chunk)
         for _ in range(TRIES):
             if not left:
-                return 0
+                return []
             try:
                 self._transact(tenant_id, left, group_adds)
             except Exception as error:
@@ -161,7 +168,7 @@ class InsightsStore:
                     raise
                 left = [c for c, r in zip(left, reasons, strict=False) if r != "ConditionalCheckFailed"]
                 continue
-            return len(left)
+            return [c.sk for c in left]
         raise RuntimeError(f"insights rollups: {len(left)} signals not counted after {TRIES} tries")
 
     def _current(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -245,7 +252,9 @@ class InsightsStore:
                         "Key": {"pk": key[0], "sk": key[1]},
                         "UpdateExpression": "ADD " + ", ".join(f"#a{i} :a{i}" for i in range(len(names))),
                         "ExpressionAttributeNames": names,
-                        "ExpressionAttributeValues": {f":a{i}": n for i, n in enumerate(delta.counts.values())},
+                        "ExpressionAttributeValues": {
+                            f":a{i}": n for i, n in enumerate(delta.counts.values())
+                        },
                     }
                 }
             )
@@ -297,6 +306,7 @@ class InsightsStore:
         if sets:
             kwargs["ExpressionAttributeValues"] = {f":v{i}": to_item(v) for i, v in enumerate(sets.values())}
         self._table.update_item(**kwargs)
+        self.groups_changed(tenant_id)
 
     def merge(self, tenant_id: str, survivor: str, sets: dict[str, Any], absorbed: str, at: str) -> bool:
         """Fold group `absorbed` into `survivor` in one transaction: the survivor takes `sets` (its
@@ -365,14 +375,22 @@ class InsightsStore:
             raise
         return True
 
-    def release(self, tenant_id: str, owner: str, watermark: str | None) -> None:
+    def release(
+        self, tenant_id: str, owner: str, watermark: str | None, groups_token: str | None = None
+    ) -> bool:
         """Give the lease back, moving the watermark of counted signals (`counted_watermark`; the
-        grouping's own `watermark` of before the rollups is left, so older data is counted anew)."""
-        expression = "REMOVE lease_owner, lease_until"
+        grouping's own `watermark` of before the rollups is left, so older data is counted anew)
+        and naming the groups as this fold left them (`groups_token`: a process that folded last
+        may keep them in memory). False when the lease was no longer this owner's."""
+        sets = []
         values: dict[str, Any] = {":owner": owner}
         if watermark is not None:
-            expression = "SET counted_watermark = :w " + expression
+            sets.append("counted_watermark = :w")
             values[":w"] = watermark
+        if groups_token is not None:
+            sets.append("groups_token = :g")
+            values[":g"] = groups_token
+        expression = ("SET " + ", ".join(sets) + " " if sets else "") + "REMOVE lease_owner, lease_until"
         try:
             self._table.update_item(
                 Key={"pk": state_pk(tenant_id), "sk": STATE_SK},
@@ -383,3 +401,13 @@ class InsightsStore:
         except Exception as error:
             if not is_conditional_failure(error):
                 raise
+            return False
+        return True
+
+    def groups_changed(self, tenant_id: str) -> None:
+        """Groups were changed outside a fold (a mark): no process may fold from memory."""
+        self._table.update_item(
+            Key={"pk": state_pk(tenant_id), "sk": STATE_SK},
+            UpdateExpression="SET groups_token = :g",
+            ExpressionAttributeValues={":g": uuid.uuid4().hex},
+        )

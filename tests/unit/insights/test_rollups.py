@@ -7,14 +7,14 @@ from citegate.insights.rollups import (
     GROUP_DAY,
     SUMMARY_DAY,
     as_row,
-    from_row,
-    read_row,
-    stored_row,
     combine,
     counters,
     deltas,
+    from_row,
     question_key,
+    read_row,
     rows_pk,
+    stored_row,
 )
 from citegate.insights.service import Window, split_window
 
