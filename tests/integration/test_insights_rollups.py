@@ -171,6 +171,9 @@ def test_groups_whose_centroids_meet_merge_keeping_the_fix_and_the_task(world: S
     merged = service.gaps(world.s, world.call, window, Filters())
     assert merged["refresh"]["merged"] == 1, merged["refresh"]
     assert merged["totalGroups"] == 1
+    # A merge keeps the totals: every question of both groups counts once, in the survivor.
+    assert merged["gapQuestions"] == view["gapQuestions"] + 1 == 3
+    assert service.summary(world.s, world.call, window, Filters())["questions"] == 3
     group = merged["groups"][0]
     assert group["groupId"] == by_question["alpha"] and group["mergedGroups"] == [beta]
     assert group["count"] == 3 and {q["question"] for q in group["questions"]} == {"alpha", "beta", "between"}
@@ -192,3 +195,101 @@ def test_groups_whose_centroids_meet_merge_keeping_the_fix_and_the_task(world: S
     assert items[beta]["merged_into"] == by_question["alpha"]
     centroid = np.frombuffer(bytes(items[beta]["centroid"]), dtype="<f4")
     assert abs(float(centroid[1]) - math.sin(math.radians(60))) < 1e-5  # untouched since the merge
+
+
+def test_folds_of_other_signals_at_once_add_to_the_same_rows_and_lose_nothing(world: SimpleNamespace) -> None:
+    # Rows are written whole on the condition that their version is the one read: two folds adding
+    # to the same rows at once (a lease that expired under a slow fold) retry, and no count is lost.
+    store, tenant = world.s.insights, world.tenant
+    world.ask("first", 0.0, _day(5, 0))
+    service.refresh(world.s, tenant)  # one group, which both folds below load
+    for i in range(30):
+        world.ask(f"same {i}", 1.0, _day(5, 1 + i % 20), "declined" if i % 3 else "answered", "high")
+    pending = store.signals(tenant, "0000", "9999", uncounted_only=True)
+    assert len(pending) == 30
+    done = [Refreshed(), Refreshed()]
+    folds = [
+        threading.Thread(target=service._Folder(world.s, tenant).fold, args=(pending[i::2], done[i]))
+        for i in range(2)
+    ]
+    for fold in folds:
+        fold.start()
+    for fold in folds:
+        fold.join()
+    assert done[0].counted == done[1].counted == 15
+    rows = store.rows(tenant, "sday", "2026-10-05", "2026-10-05")
+    assert len(rows) == 1 and rows[0]["questions"] == 31 and rows[0]["answered"] == 10
+    assert rows[0]["v"] >= 3  # written by the first refresh and by both folds
+    window = Window.parse("2026-10-05", "2026-10-05", 30)
+    view = service.gaps(world.s, world.call, window, Filters())
+    assert view["gapQuestions"] == 21 and view["totalGroups"] == 1 and view["groups"][0]["answered"] == 10
+    assert view["refresh"]["seen"] == 0  # nothing left to fold
+
+
+def test_a_fold_starts_from_the_groups_it_left_unless_they_changed(
+    world: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, tenant = world.s.insights, world.tenant
+    window = Window.parse("2026-10-06", "2026-10-06", 30)
+    reads: list[str] = []
+    groups = store.groups
+
+    def counted_groups(tenant_id: str) -> list[dict[str, Any]]:
+        if tenant_id == tenant:
+            reads.append(tenant_id)
+        return groups(tenant_id)
+
+    monkeypatch.setattr(store, "groups", counted_groups)
+    world.ask("kept one", 0.0, _day(6, 1))
+    first = service.gaps(world.s, world.call, window, Filters())
+    assert first["totalGroups"] == 1 and len(reads) == 1
+    # The next view folds from memory: no group is read again, and the question joins its group.
+    world.ask("kept two", 2.0, _day(6, 2))
+    second = service.gaps(world.s, world.call, window, Filters())
+    assert len(reads) == 1 and second["refresh"]["seen"] == 1
+    assert second["totalGroups"] == 1 and second["groups"][0]["count"] == 2
+    # A mark (here: fixed) changes the groups outside a fold: the next fold reads them, so an
+    # answer after the mark counts against it.
+    gid = second["groups"][0]["groupId"]
+    store.mark_group(tenant, gid, {"fixed_at": "2026-10-06T03:00:00.000Z", "fixed_by": "agent:v"}, [])
+    world.ask("kept three", 1.0, _day(6, 4), "answered", "high")
+    third = service.gaps(world.s, world.call, window, Filters())
+    assert len(reads) == 2
+    assert third["groups"][0]["fix"]["afterFix"] == {"answered": 1, "gaps": 0}
+    # Kept from there on, the count after the mark included.
+    world.ask("kept four", 1.5, _day(6, 5))
+    fourth = service.gaps(world.s, world.call, window, Filters())
+    assert len(reads) == 2 and fourth["groups"][0]["fix"]["afterFix"] == {"answered": 1, "gaps": 1}
+    assert store.group(tenant, gid)["a:2026-10-06T03:00:00.000Z:gaps"] == 1
+    # Another process's fold (a new token in the state): read again.
+    store.groups_changed(tenant)
+    world.ask("kept five", 0.5, _day(6, 6))
+    fifth = service.gaps(world.s, world.call, window, Filters())
+    assert len(reads) == 3 and fifth["groups"][0]["count"] == 4
+
+
+def test_a_row_of_the_first_rollups_is_counted_on(world: SimpleNamespace) -> None:
+    # Rows written by the first rollups kept their counters as attributes: the fold adds to them.
+    from citegate.insights.rollups import deltas, rows_pk
+
+    store, tenant = world.s.insights, world.tenant
+    signal = {"at": _day(7, 1), "kbs": ["kb1"], "caller_kind": "human", "outcome": "answered"}
+    summary_row = deltas(tenant, signal, None)[0]
+    table = world.s.insights._table
+    table.put_item(
+        Item={
+            "pk": rows_pk(tenant, "sday"),
+            "sk": summary_row.sk,
+            "day": "2026-10-07",
+            "caller_kind": "human",
+            "kbs": ["kb1"],
+            "questions": 5,
+            "answered": 5,
+            "c:high": 5,
+        }
+    )
+    world.ask("upgraded", 0.0, _day(7, 2), "answered", "high")
+    service.refresh(world.s, tenant)
+    [row] = store.rows(tenant, "sday", "2026-10-07", "2026-10-07")
+    assert (row["questions"], row["answered"], row["c:high"], row["v"]) == (6, 6, 6, 1)
+    assert "id" not in row and row["kbs"] == ["kb1"]
