@@ -38,7 +38,12 @@ export function TextField({
   return (
     <>
       <label for={id}>{label}</label>
-      <input id={id} {...(rest as InputHTMLAttributes<HTMLInputElement>)} onInput={on === "input" ? update : undefined} onChange={on === "change" ? update : undefined} />
+      <input
+        id={id}
+        {...(rest as InputHTMLAttributes<HTMLInputElement>)}
+        onInput={on === "input" ? update : undefined}
+        onChange={on === "change" ? update : undefined}
+      />
     </>
   );
 }
@@ -57,7 +62,11 @@ export function SelectField({
   return (
     <>
       <label for={id}>{label}</label>
-      <select id={id} {...(rest as SelectHTMLAttributes<HTMLSelectElement>)} onChange={onValue && ((event: Event) => onValue(valueOf(event)))}>
+      <select
+        id={id}
+        {...(rest as SelectHTMLAttributes<HTMLSelectElement>)}
+        onChange={onValue && ((event: Event) => onValue(valueOf(event)))}
+      >
         {options.map(([value, text]) => (
           <option key={value} value={value}>
             {text}
