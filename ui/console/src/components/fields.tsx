@@ -7,6 +7,7 @@ import type {
   LooseInputHTMLAttributes,
   LooseSelectHTMLAttributes,
   SelectHTMLAttributes,
+  TextareaHTMLAttributes,
 } from "preact";
 import { useState } from "preact/hooks";
 
@@ -17,7 +18,7 @@ interface Labelled {
   onValue?: (value: string) => void;
 }
 
-const valueOf = (event: Event) => (event.target as HTMLInputElement | HTMLSelectElement).value;
+const valueOf = (event: Event) => (event.target as HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement).value;
 
 export function TextField({
   id,
@@ -44,6 +45,20 @@ export function TextField({
         onInput={on === "input" ? update : undefined}
         onChange={on === "change" ? update : undefined}
       />
+    </>
+  );
+}
+
+export function TextArea({
+  id,
+  label,
+  onValue,
+  ...rest
+}: Labelled & Omit<TextareaHTMLAttributes<HTMLTextAreaElement>, "id" | "onInput" | "onChange">) {
+  return (
+    <>
+      <label for={id}>{label}</label>
+      <textarea id={id} {...rest} onInput={onValue && ((event: Event) => onValue(valueOf(event)))} />
     </>
   );
 }

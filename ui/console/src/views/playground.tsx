@@ -10,6 +10,7 @@ import {
   Section,
   SelectField,
   SubmitButton,
+  TextArea,
   TextField,
   useAction,
   useLoad,
@@ -134,8 +135,7 @@ export function Playground({ api, initialKb }: { api: Api; initialKb: string }) 
             onValue={setKbId}
             options={(kbs.data?.knowledge_bases ?? []).map((kb) => [kb.kb_id, `${kb.name} (${kb.kb_id}, ${kb.status})`] as const)}
           />
-          <label for="pg-query">Query or question</label>
-          <textarea id="pg-query" required rows={2} value={query} onInput={(e) => setQuery((e.target as HTMLTextAreaElement).value)} />
+          <TextArea id="pg-query" label="Query or question" required rows={2} value={query} onValue={setQuery} />
           <TextField id="pg-topk" label="Top k" type="number" min={1} max={50} value={topK} onValue={(value) => setTopK(Number(value))} />
           <TextField
             id="pg-threshold"

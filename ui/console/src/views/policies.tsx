@@ -2,7 +2,18 @@
 // API, whose field errors are shown as it names them), or write a new one.
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, enc, type Api } from "../api";
-import { ActionForm, ErrorBox, Notice, RefreshButton, Section, SubmitButton, TextField, useAction, useLoad } from "../components";
+import {
+  ActionForm,
+  ErrorBox,
+  Notice,
+  RefreshButton,
+  Section,
+  SubmitButton,
+  TextArea,
+  TextField,
+  useAction,
+  useLoad,
+} from "../components";
 
 type Policy = Record<string, unknown> & { principal_key: string; description?: string; tools?: string[] };
 
@@ -141,18 +152,18 @@ export function Policies({ api }: { api: Api }) {
                 await list.reload();
               }}
             >
-              <label for="policy-json">Policy (JSON, replaced whole)</label>
-              <textarea
+              <TextArea
                 id="policy-json"
+                label="Policy (JSON, replaced whole)"
                 class="code-editor"
                 rows={22}
                 spellcheck={false}
                 aria-invalid={checked.problems.length > 0}
                 aria-describedby="policy-problems"
                 value={text}
-                onInput={(e) => {
+                onValue={(value) => {
                   setSaved(null);
-                  setText((e.target as HTMLTextAreaElement).value);
+                  setText(value);
                 }}
               />
               <div id="policy-problems" aria-live="polite">
