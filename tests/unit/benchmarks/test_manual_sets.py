@@ -224,6 +224,24 @@ def test_a_split_summary_counts_each_measure_over_its_own_kind() -> None:
     assert summary["ask_ms"] == {"p50": 50, "p95": 300}
 
 
+def test_a_stored_outcome_rejudged_under_corrected_labels_moves_only_by_the_labels() -> None:
+    """A label audit adds a page that also states the fact: the same stored answer becomes right,
+    and re-judging under unchanged labels reproduces the stored verdict exactly."""
+    from dataclasses import replace
+
+    from benchmarks.manuals import rescore
+
+    ask = _answer("shared_buffers = 128MB [1]", "config-setting.html")
+    stored = scoring.judge(SHARED_BUFFERS, ["config-setting.html"], ask, ask_ms=80, retrieve_ms=30).to_json()
+    assert rescore.rejudge(SHARED_BUFFERS, stored) == stored
+    audited = replace(SHARED_BUFFERS, pages=(*SHARED_BUFFERS.pages, "config-setting.html"))
+    again = rescore.rejudge(audited, stored)
+    assert again["right"] and again["retrieved_expected"] and again["verdict"] == "right"
+    assert (again["answer"], again["cited"]) == (stored["answer"], stored["cited"])
+    with pytest.raises(ValueError, match="not postgresql-unanswerable-001"):
+        rescore.rejudge(IO_COMBINE, stored)
+
+
 # --- the manuals: pinned packages, the .deb reader, the ingest command's output --------------------
 
 
