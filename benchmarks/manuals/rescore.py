@@ -70,14 +70,19 @@ def rescore(merged: Mapping[str, Any], sets: Path = SETS) -> tuple[dict[str, Any
         splits = dict(result.get("splits") or {})
         for split, entry in splits.items():
             labels = {q.id: q for q in load_split(name, split, sets)}
-            stored = list(entry.get("questions") or [])
+            # A question replaced since the run (its text differs) was never asked: it is left out
+            # of both columns (and of a rewritten file), so old and new count the same questions.
+            asked = list(entry.get("questions") or [])
+            stored = [s for s in asked if s.get("id") in labels and labels[s["id"]].text == s.get("text")]
             if not stored:
                 raise ValueError(f"{name} {split}: no stored questions to re-judge")
-            missing = [s.get("id") for s in stored if s.get("id") not in labels]
-            if missing:
-                raise ValueError(f"{name} {split}: no label for {', '.join(map(str, missing[:5]))}")
             judged = [rejudge(labels[s["id"]], s) for s in stored]
-            old = entry.get("summary", {}).get("counts", {})
+            old = scoring.summarise([scoring.Outcome(**s) for s in stored])["counts"]
+            left_out = (
+                f" ({len(asked) - len(stored)} replaced question(s) left out)"
+                if len(stored) < len(asked)
+                else ""
+            )
             summary = scoring.summarise([scoring.Outcome(**o) for o in judged])
             new = summary["counts"]
             totals = {
@@ -87,7 +92,7 @@ def rescore(merged: Mapping[str, Any], sets: Path = SETS) -> tuple[dict[str, Any
                 "declined_in_domain": summary["unanswerable"],
                 "declined_off_topic": summary["off_topic"],
             }
-            rows.append((name, split, *(f"{old.get(m, '?')} -> {new[m]} of {totals[m]}" for m in MEASURES)))
+            rows.append((name, split + left_out, *(f"{old[m]} -> {new[m]} of {totals[m]}" for m in MEASURES)))
             splits[split] = {**entry, "summary": summary, "questions": judged}
         result["splits"] = splits
         out[name] = result

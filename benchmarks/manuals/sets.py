@@ -102,8 +102,8 @@ def problems(manual: str, root: Path = SETS) -> list[str]:
                 if not ANSWER_CHARS[0] <= len(answer) <= ANSWER_CHARS[1]:
                     out.append(f"{q.id}: answer {answer!r} is not {ANSWER_CHARS[0]}-{ANSWER_CHARS[1]} chars")
             for page in q.pages:
-                if page.startswith("/") or "\\" in page or not re.search(r"\.html?$", page):
-                    out.append(f"{q.id}: page {page!r} is not a relative posix path to an HTML page")
+                if page.startswith("/") or "\\" in page or not re.search(r"\.(html?|txt)$", page):
+                    out.append(f"{q.id}: page {page!r} is not a relative posix path to an HTML or text page")
         elif q.pages or q.answers:
             out.append(f"{q.id}: a {q.kind} question with pages or answers")
     by_id = {q.id: q for q in questions}

@@ -258,6 +258,26 @@ def test_a_setting_no_document_names_is_declined_saying_the_knowledge_base_does_
     assert "10,000" in known["answer"]
 
 
+def test_a_hyphenated_tool_name_no_document_holds_is_declined_naming_it(
+    client: TestClient, docs: str
+) -> None:
+    """Kebab-case names (`git-crypt`, `docker-compose`) are technical writing's identifiers: one that
+    no document holds, in any spelling, says the documents cannot answer, however well the rest of
+    the question matches the tools section. Written apart in the documents ("a time limit"), the
+    hyphenated form ("time-limit") is there and the question is answered."""
+    body = client.post(
+        f"/v1/kb/{docs}/ask",
+        json={"question": "How do I run Kunora Kgent tools inside a docker-compose stack?"},
+    ).json()
+    assert body["no_answer"] is True and body["citations"] == [], body
+    assert body["no_answer_reason"] == "The knowledge base does not mention 'docker-compose'."
+    apart = client.post(
+        f"/v1/kb/{docs}/ask", json={"question": "What is the time-limit of a tool call in the sandbox?"}
+    ).json()
+    assert apart["no_answer"] is False, apart
+    assert "60 seconds" in apart["answer"]
+
+
 def test_a_weakly_matched_question_with_a_word_no_document_holds_is_declined_naming_it(
     client: TestClient, docs: str
 ) -> None:

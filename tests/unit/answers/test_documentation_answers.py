@@ -14,7 +14,7 @@ import re
 
 from citegate.answers.base import Evidence
 from citegate.answers.extractive import ExtractiveAnswerer, split_sentences
-from citegate.answers.specific import specific_terms
+from citegate.answers.specific import hyphenated_names, mentions, specific_terms, unmentioned
 from citegate.knowledge.citations import own_section
 from citegate.knowledge.ingest.chunking import chunk_headings, starts_inside_fence
 
@@ -120,6 +120,18 @@ def test_the_specific_terms_of_a_question_are_its_identifiers_and_names() -> Non
     )
     assert [t.text for t in specific_terms("How tall is it?")] == []
     assert [t.text for t in specific_terms("What does git commit --no-verify skip?")] == ["--no-verify"]
+
+
+def test_hyphenated_names_are_checked_whole_or_written_apart() -> None:
+    """`git-crypt` is a name of its own; an option already names its words (`--no-verify`); and
+    "real-time computations" holds "time-computations", its words side by side."""
+    names = hyphenated_names("How do I unlock a repo encrypted with git-crypt, not git --no-verify?")
+    assert [t.text for t in names] == ["git-crypt"]
+    assert mentions("Hooks are skipped; git-crypt filters run.", names[0])
+    (apart,) = hyphenated_names("Who wrote on real time-computations?")
+    assert mentions("Yamada's paper on real-time computations (1962)", apart)
+    assert mentions("time computations", apart) and not mentions("time of the computations", apart)
+    assert unmentioned([apart], ["a paper on computations in time"]) == [apart]
 
 
 def test_a_code_block_is_never_quoted_as_the_answer() -> None:
