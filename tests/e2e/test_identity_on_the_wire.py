@@ -89,7 +89,7 @@ def server(server_factory: Any, tmp_path: Path) -> Any:
 
 
 def test_a_botocore_signed_request_is_an_agent(server: Any) -> None:
-    with httpx.Client() as http:
+    with httpx.Client(timeout=60) as http:
         ok = http.send(_signed(server, "POST", "/v1/kb/pub/retrieve", {"query": "kettle"}))
         assert ok.status_code == 200, ok.text
         assert "kettle" in ok.json()["results"][0]["chunk_text"]
@@ -124,7 +124,7 @@ def test_a_botocore_signed_request_is_an_agent(server: Any) -> None:
 def test_a_jwt_from_the_oidc_provider_is_a_person(server: Any) -> None:
     issuer = server.issuer
     good = issuer.issue("alice", audience="citegate")
-    with httpx.Client(base_url=server.url) as http:
+    with httpx.Client(base_url=server.url, timeout=60) as http:
         asked = http.post(
             "/api/v1/knowledge/query", json={"query": "kettle"}, headers={"Authorization": f"Bearer {good}"}
         )
@@ -148,7 +148,7 @@ def test_spec_000_routes_with_sigv4_agents_and_jwt_people(server: Any) -> None:
     """Section 10 over the wire: a person asks from the page with a JWT; a SigV4 agent uses the
     tools, and reaching outside its paths or for an ungranted tool is refused with spec 000's codes."""
     person = server.issuer.issue("alice", audience="citegate")
-    with httpx.Client(base_url=server.url) as http:
+    with httpx.Client(base_url=server.url, timeout=60) as http:
         asked = http.post(
             "/answer/ask",
             json={"question": "How long does the kettle take to boil water?"},
@@ -165,7 +165,7 @@ def test_spec_000_routes_with_sigv4_agents_and_jwt_people(server: Any) -> None:
         )
         assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
 
-    with httpx.Client() as http:
+    with httpx.Client(timeout=60) as http:
         found = http.send(_signed(server, "POST", "/agent/tools/search", {"query": "kettle boils"}))
         assert found.status_code == 200, found.text
         assert found.json()["results"][0]["citation"]["path"] == "appliances/kettle.md"
@@ -210,7 +210,7 @@ def test_the_openai_sdk_with_sigv4_is_the_agent(server: Any) -> None:
     """Issue 30: the OpenAI-compatible routes take a SigV4 signature as the API key."""
     import openai
 
-    with httpx.Client(auth=_SigV4()) as http:
+    with httpx.Client(auth=_SigV4(), timeout=60) as http:
         client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", http_client=http, max_retries=0)
         # The agent's policy grants the path prefix `appliances`: an answer scope, listed as a model.
         assert [m.id for m in client.models.list()] == [

@@ -379,7 +379,9 @@ def test_the_mcp_route_of_the_gateway(server: Any) -> None:
 
 
 def test_the_mcp_route_refuses_bad_credentials_before_any_tool(server: Any) -> None:
-    with httpx.Client(base_url=server.url) as http:
+    # The refusal is what is checked, not its speed: httpx's 5 s default read timeout tripped in CI
+    # at load 9-11, on the first credential lookup against the embedded endpoint.
+    with httpx.Client(base_url=server.url, timeout=60) as http:
         answer = http.post(
             "/mcp",
             headers={

@@ -91,7 +91,7 @@ def _serve_round(live_url: str, route: routes.Route, kb_id: str) -> list[str]:
 @pytest.fixture(scope="module")
 def kb_id(live_url: str) -> str:
     kb = "iso-" + uuid.uuid4().hex[:6]
-    with httpx.Client(base_url=live_url, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+    with httpx.Client(base_url=live_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as client:
         assert client.post("/v1/kb", json={"kb_id": kb, "name": "isolation"}).status_code == 201
     return kb
 

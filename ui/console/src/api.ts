@@ -77,33 +77,28 @@ export class Api {
   ) {}
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = { Authorization: `Bearer ${this.session.token}` };
+    const headers: Record<string, string> = {};
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    let response: Response;
-    try {
-      response = await fetch(join(this.session.apiBase, path), {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        credentials: "omit",
-      });
-    } catch (error) {
-      throw new ApiError(0, "network_error", `the API could not be reached (${describe(error).message})`);
-    }
-    if (!response.ok) {
-      const error = await errorOf(response);
-      if (response.status === 401) this.onUnauthorized?.(error);
-      throw error;
-    }
+    const response = await this.send(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     return (await response.json()) as T;
   }
 
   /** A text answer (an export): the same credential and errors as `call`. */
   async text(path: string, accept: string): Promise<string> {
+    return (await this.send(path, { headers: { Accept: accept } })).text();
+  }
+
+  /** One request with the credential; a failure is an ApiError (a 401 also signs out). */
+  private async send(path: string, init: RequestInit & { headers: Record<string, string> }): Promise<Response> {
     let response: Response;
     try {
       response = await fetch(join(this.session.apiBase, path), {
-        headers: { Authorization: `Bearer ${this.session.token}`, Accept: accept },
+        ...init,
+        headers: { Authorization: `Bearer ${this.session.token}`, ...init.headers },
         credentials: "omit",
       });
     } catch (error) {
@@ -114,7 +109,7 @@ export class Api {
       if (response.status === 401) this.onUnauthorized?.(error);
       throw error;
     }
-    return response.text();
+    return response;
   }
 
   get<T>(path: string): Promise<T> {

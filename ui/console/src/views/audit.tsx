@@ -2,7 +2,7 @@
 // route and decision are filtered here, over the records it returned.
 import { useState } from "preact/hooks";
 import type { Api } from "../api";
-import { Badge, ErrorBox, formatTime, Section, useLoad } from "../ui";
+import { Badge, DataTable, ErrorBox, formatTime, Section, SelectField, TextField, useLoad } from "../components";
 
 interface AuditRecord {
   request_id: string;
@@ -18,6 +18,14 @@ interface AuditRecord {
   query: string | null;
   latency_ms: number | null;
 }
+
+const DECISIONS: [string, string][] = [
+  ["", "any"],
+  ["allow", "allow"],
+  ["deny", "deny"],
+  ["error", "error"],
+  ["pending", "pending"],
+];
 
 // <input type="datetime-local"> gives local time without a zone; the API compares ISO timestamps.
 function toIso(local: string): string {
@@ -55,9 +63,9 @@ export function Audit({ api }: { api: Api }) {
           }}
         >
           <div class="field">
-            <label for="au-caller">Caller</label>
-            <input
+            <TextField
               id="au-caller"
+              label="Caller"
               placeholder="agent:research-bot"
               aria-describedby="au-caller-help"
               name="caller"
@@ -68,78 +76,59 @@ export function Audit({ api }: { api: Api }) {
             </span>
           </div>
           <div class="field">
-            <label for="au-route">Route contains</label>
-            <input id="au-route" placeholder="/v1/kb" name="route" defaultValue={applied.route} />
+            <TextField id="au-route" label="Route contains" placeholder="/v1/kb" name="route" defaultValue={applied.route} />
           </div>
           <div class="field">
-            <label for="au-decision">Decision</label>
-            <select id="au-decision" name="decision" defaultValue={applied.decision}>
-              <option value="">any</option>
-              <option value="allow">allow</option>
-              <option value="deny">deny</option>
-              <option value="error">error</option>
-              <option value="pending">pending</option>
-            </select>
+            <SelectField
+              id="au-decision"
+              label="Decision"
+              name="decision"
+              defaultValue={applied.decision}
+              options={DECISIONS}
+            />
           </div>
           <div class="field">
-            <label for="au-since">Since</label>
-            <input id="au-since" type="datetime-local" name="since" defaultValue={applied.since} />
+            <TextField id="au-since" label="Since" type="datetime-local" name="since" defaultValue={applied.since} />
           </div>
           <div class="field">
-            <label for="au-until">Until</label>
-            <input id="au-until" type="datetime-local" name="until" defaultValue={applied.until} />
+            <TextField id="au-until" label="Until" type="datetime-local" name="until" defaultValue={applied.until} />
           </div>
           <div class="field">
-            <label for="au-limit">Limit</label>
-            <input id="au-limit" type="number" min={1} max={1000} name="limit" defaultValue={applied.limit} />
+            <TextField id="au-limit" label="Limit" type="number" min={1} max={1000} name="limit" defaultValue={applied.limit} />
           </div>
           <button type="submit">Apply</button>
         </form>
       </Section>
       <Section title={`Records${list.data ? ` (${records.length} of ${list.data.records.length})` : ""}`}>
         <ErrorBox error={list.error} label="Could not read the audit log" />
-        {records.length > 0 ? (
-          <table class="audit">
-            <caption class="sr-only">Audit records, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Time</th>
-                <th scope="col">Caller</th>
-                <th scope="col">Route</th>
-                <th scope="col">Decision</th>
-                <th scope="col">Status</th>
-                <th scope="col">Knowledge bases</th>
-                <th scope="col">Query</th>
-                <th scope="col">ms</th>
-              </tr>
-            </thead>
-            <tbody>
-              {records.map((r) => (
-                <tr key={r.request_id} title={`request ${r.request_id}`}>
-                  <td>{formatTime(r.timestamp)}</td>
-                  <td>
-                    <code>
-                      {r.caller_type}:{r.caller_id}
-                    </code>
-                  </td>
-                  <td>
-                    <code>{r.route}</code>
-                  </td>
-                  <td>
-                    <Badge value={r.decision} />
-                    {r.reason ? <div class="muted small">{r.reason}</div> : null}
-                  </td>
-                  <td>{r.status ?? ""}</td>
-                  <td>{r.knowledge_bases.join(", ")}</td>
-                  <td class="clip">{r.query ?? ""}</td>
-                  <td>{r.latency_ms ?? ""}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        ) : list.data ? (
-          <p>No records match.</p>
-        ) : null}
+        <DataTable
+          class="audit"
+          rows={list.data ? records : undefined}
+          caption="Audit records, newest first"
+          empty="No records match."
+          columns={["Time", "Caller", "Route", "Decision", "Status", "Knowledge bases", "Query", "ms"]}
+          row={(r) => (
+            <tr key={r.request_id} title={`request ${r.request_id}`}>
+              <td>{formatTime(r.timestamp)}</td>
+              <td>
+                <code>
+                  {r.caller_type}:{r.caller_id}
+                </code>
+              </td>
+              <td>
+                <code>{r.route}</code>
+              </td>
+              <td>
+                <Badge value={r.decision} />
+                {r.reason ? <div class="muted small">{r.reason}</div> : null}
+              </td>
+              <td>{r.status ?? ""}</td>
+              <td>{r.knowledge_bases.join(", ")}</td>
+              <td class="clip">{r.query ?? ""}</td>
+              <td>{r.latency_ms ?? ""}</td>
+            </tr>
+          )}
+        />
       </Section>
     </>
   );

@@ -2,7 +2,7 @@
 // each, the children that retrieval ranks, with their ref ids.
 import { useState } from "preact/hooks";
 import { enc, type Api, type DocumentRecord } from "../api";
-import { Badge, ErrorBox, Section, useLoad } from "../ui";
+import { Badge, Crumbs, ErrorBox, Loading, Section, TextField, useLoad } from "../components";
 
 interface Parent {
   parent_id: string;
@@ -46,9 +46,13 @@ export function ChunkViewer({ api, kbId, documentId }: { api: Api; kbId: string;
 
   return (
     <>
-      <p class="crumbs">
-        <a href="#/kbs">Knowledge bases</a> / <a href={`#/kb/${enc(kbId)}`}>{kbId}</a> / <span>chunks</span>
-      </p>
+      <Crumbs
+        trail={[
+          ["Knowledge bases", "#/kbs"],
+          [kbId, `#/kb/${enc(kbId)}`],
+        ]}
+        here="chunks"
+      />
       <h1>{doc.data?.source_name ?? documentId}</h1>
       <ErrorBox error={doc.error} label="Could not load the document" />
       {doc.data ? (
@@ -61,8 +65,7 @@ export function ChunkViewer({ api, kbId, documentId }: { api: Api; kbId: string;
         <ErrorBox error={chunks.error} label="Could not load the chunks" />
         {chunks.data ? (
           <>
-            <label for="chunk-filter">Find in chunks (text or ref id)</label>
-            <input id="chunk-filter" type="search" value={filter} onInput={(e) => setFilter((e.target as HTMLInputElement).value)} />
+            <TextField id="chunk-filter" label="Find in chunks (text or ref id)" type="search" value={filter} onValue={setFilter} />
             <ol class="parents">
               {chunks.data.parents.map((parent) => {
                 const children = (byParent.get(parent.parent_id) ?? []).filter((c) => matches(c.text) || matches(c.ref_id));
@@ -101,7 +104,7 @@ export function ChunkViewer({ api, kbId, documentId }: { api: Api; kbId: string;
             </ol>
           </>
         ) : chunks.loading ? (
-          <p aria-live="polite">Loading…</p>
+          <Loading />
         ) : null}
       </Section>
     </>

@@ -2,7 +2,22 @@
 // again: only its hash is kept), revoke one (it stops working at once).
 import { useState } from "preact/hooks";
 import { enc, type Api } from "../api";
-import { Badge, ErrorBox, formatTime, Notice, Section, useAction, useLoad } from "../ui";
+import {
+  ActionButton,
+  ActionForm,
+  Badge,
+  DataTable,
+  ErrorBox,
+  formatTime,
+  Notice,
+  RefreshButton,
+  Section,
+  SelectField,
+  SubmitButton,
+  TextField,
+  useAction,
+  useLoad,
+} from "../components";
 
 interface Credential {
   credential_id: string;
@@ -13,6 +28,11 @@ interface Credential {
   revoked_at?: string | null;
   secret?: string;
 }
+
+const KINDS = [
+  ["token", "bearer token (cgat_…)"],
+  ["caller_key", "caller agent key (cgak_…)"],
+] as const;
 
 export function Credentials({ api }: { api: Api }) {
   const policies = useLoad(() => api.get<{ policies: { principal_key: string }[] }>("/admin/policies"), [api]);
@@ -49,8 +69,7 @@ export function Credentials({ api }: { api: Api }) {
             setAgent(agentInput.trim());
           }}
         >
-          <label for="agent-id">Agent id</label>
-          <input id="agent-id" list="known-agents" required value={agentInput} onInput={(e) => setAgentInput((e.target as HTMLInputElement).value)} />
+          <TextField id="agent-id" label="Agent id" list="known-agents" required value={agentInput} onValue={setAgentInput} />
           <datalist id="known-agents">
             {agents.map((a) => (
               <option key={a} value={a} />
@@ -63,106 +82,91 @@ export function Credentials({ api }: { api: Api }) {
       {agent ? (
         <>
           <Section title={`New credential for ${agent}`}>
-            <form
+            <ActionForm
               class="inline-form"
-              onSubmit={async (event) => {
-                event.preventDefault();
+              action={act}
+              run={() => {
                 setMessage(null);
-                const created = await act.run(() =>
-                  api.post<Credential>(`/admin/agents/${enc(agent)}/credentials`, {
-                    kind,
-                    ...(description.trim() ? { description: description.trim() } : {}),
-                  }),
-                );
-                if (created) {
-                  setSecret(created);
-                  setDescription("");
-                  await list.reload();
-                }
+                return api.post<Credential>(`/admin/agents/${enc(agent)}/credentials`, {
+                  kind,
+                  ...(description.trim() ? { description: description.trim() } : {}),
+                });
+              }}
+              onDone={async (created) => {
+                setSecret(created);
+                setDescription("");
+                await list.reload();
               }}
             >
-              <label for="cred-kind">Kind</label>
-              <select id="cred-kind" value={kind} onChange={(e) => setKind((e.target as HTMLSelectElement).value as "token" | "caller_key")}>
-                <option value="token">bearer token (cgat_…)</option>
-                <option value="caller_key">caller agent key (cgak_…)</option>
-              </select>
-              <label for="cred-description">Description</label>
-              <input id="cred-description" value={description} onInput={(e) => setDescription((e.target as HTMLInputElement).value)} />
-              <button type="submit" disabled={act.busy}>
-                Create
-              </button>
-            </form>
+              <SelectField
+                id="cred-kind"
+                label="Kind"
+                value={kind}
+                options={KINDS}
+                onValue={(value) => setKind(value as "token" | "caller_key")}
+              />
+              <TextField id="cred-description" label="Description" value={description} onValue={setDescription} />
+              <SubmitButton action={act}>Create</SubmitButton>
+            </ActionForm>
             {secret ? (
               <div class="secret" role="status">
                 <p>
                   <strong>Copy this secret now: it is shown once and cannot be shown again.</strong>
                 </p>
-                <label for="new-secret">Secret of {secret.credential_id}</label>
-                <input id="new-secret" readOnly value={secret.secret ?? ""} onFocus={(e) => (e.target as HTMLInputElement).select()} />
+                <TextField
+                  id="new-secret"
+                  label={`Secret of ${secret.credential_id}`}
+                  readOnly
+                  value={secret.secret ?? ""}
+                  onFocus={(e) => (e.target as HTMLInputElement).select()}
+                />
                 <button type="button" class="secondary" onClick={() => setSecret(null)}>
                   I have copied it
                 </button>
               </div>
             ) : null}
           </Section>
-          <Section title="Credentials" actions={<button type="button" class="secondary" onClick={list.reload}>Refresh</button>}>
+          <Section title="Credentials" actions={<RefreshButton onClick={list.reload} />}>
             <ErrorBox error={list.error} label="Could not list credentials" />
             <ErrorBox error={act.error} label="The action failed" />
-            {message ? <Notice>{message}</Notice> : null}
-            {list.data && list.data.credentials.length === 0 ? <p>No credentials.</p> : null}
-            {list.data && list.data.credentials.length > 0 ? (
-              <table>
-                <caption class="sr-only">Credentials of {agent}</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Id</th>
-                    <th scope="col">Kind</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Description</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Actions</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.data.credentials.map((c) => (
-                    <tr key={c.credential_id}>
-                      <td>
-                        <code>{c.credential_id}</code>
-                      </td>
-                      <td>{c.kind}</td>
-                      <td>
-                        <Badge value={c.status} />
-                        {c.revoked_at ? <div class="muted small">{formatTime(c.revoked_at)}</div> : null}
-                      </td>
-                      <td>{c.description}</td>
-                      <td>{formatTime(c.created_at)}</td>
-                      <td>
-                        {c.status === "active" ? (
-                          <button
-                            type="button"
-                            class="danger"
-                            disabled={act.busy}
-                            aria-label={`Revoke ${c.credential_id}`}
-                            onClick={async () => {
-                              if (!confirm(`Revoke ${c.credential_id}? It stops working at once.`)) return;
-                              const revoked = await act.run(() =>
-                                api.delete<Credential>(`/admin/agents/${enc(agent)}/credentials/${enc(c.credential_id)}`),
-                              );
-                              if (revoked) {
-                                setMessage(`Revoked ${c.credential_id}.`);
-                                await list.reload();
-                              }
-                            }}
-                          >
-                            Revoke
-                          </button>
-                        ) : null}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            ) : null}
+            <Notice>{message}</Notice>
+            <DataTable
+              rows={list.data?.credentials}
+              caption={`Credentials of ${agent}`}
+              empty="No credentials."
+              columns={["Id", "Kind", "Status", "Description", "Created", "Actions"]}
+              row={(c) => (
+                <tr key={c.credential_id}>
+                  <td>
+                    <code>{c.credential_id}</code>
+                  </td>
+                  <td>{c.kind}</td>
+                  <td>
+                    <Badge value={c.status} />
+                    {c.revoked_at ? <div class="muted small">{formatTime(c.revoked_at)}</div> : null}
+                  </td>
+                  <td>{c.description}</td>
+                  <td>{formatTime(c.created_at)}</td>
+                  <td>
+                    {c.status === "active" ? (
+                      <ActionButton
+                        class="danger"
+                        action={act}
+                        aria-label={`Revoke ${c.credential_id}`}
+                        confirm={`Revoke ${c.credential_id}? It stops working at once.`}
+                        run={() => api.delete<Credential>(`/admin/agents/${enc(agent)}/credentials/${enc(c.credential_id)}`)}
+                        onDone={async () => {
+                          setMessage(`Revoked ${c.credential_id}.`);
+                          await list.reload();
+                        }}
+                      >
+                        Revoke
+                      </ActionButton>
+                    ) : null}
+                  </td>
+                </tr>
+              )}
+            />
           </Section>
         </>
       ) : null}

@@ -2,7 +2,21 @@
 // s3_key), live task status, reindex, delete, and a link to each document's chunks.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { enc, putWithProgress, type Api, type DocumentRecord, type KnowledgeBase, type Task } from "../api";
-import { Badge, ErrorBox, formatBytes, formatTime, Notice, Section, useAction, useLoad } from "../ui";
+import {
+  ActionButton,
+  Badge,
+  Crumbs,
+  DataTable,
+  ErrorBox,
+  formatBytes,
+  formatTime,
+  Notice,
+  RefreshButton,
+  Section,
+  useAction,
+  useLoad,
+} from "../components";
+import { approval } from "./kbs";
 
 interface Upload {
   key: number;
@@ -118,44 +132,36 @@ export function KnowledgeBaseDetail({ api, kbId }: { api: Api; kbId: string }) {
   const current = kb.data;
   return (
     <>
-      <p class="crumbs">
-        <a href="#/kbs">Knowledge bases</a> / <span>{kbId}</span>
-      </p>
+      <Crumbs trail={[["Knowledge bases", "#/kbs"]]} here={kbId} />
       <h1>
         {current?.name ?? kbId} {current ? <Badge value={current.status} /> : null}
       </h1>
       <ErrorBox error={kb.error} label="Could not load the knowledge base" />
       <ErrorBox error={action.error} label="The action failed" />
-      {message ? <Notice>{message}</Notice> : null}
+      <Notice>{message}</Notice>
       {current ? (
         <div class="toolbar">
-          <button
-            type="button"
-            disabled={action.busy}
-            onClick={async () => {
-              const status = current.status === "approved" ? "working" : "approved";
-              if (await action.run(() => api.patch(base, { status }))) {
-                setMessage(`The knowledge base is now ${status}.`);
-                await kb.reload();
-              }
+          <ActionButton
+            action={action}
+            run={() => api.patch(base, { status: approval(current.status).next })}
+            onDone={async () => {
+              setMessage(`The knowledge base is now ${approval(current.status).next}.`);
+              await kb.reload();
             }}
           >
-            {current.status === "approved" ? "Unapprove" : "Approve"}
-          </button>
-          <button
-            type="button"
+            {approval(current.status).verb}
+          </ActionButton>
+          <ActionButton
             class="secondary"
-            disabled={action.busy}
-            onClick={async () => {
-              const result = await action.run(() => api.post<{ task_id: string; documents: number }>(`${base}/reindex`));
-              if (result) {
-                setMessage(`Reindexing ${result.documents} document(s): task ${result.task_id}.`);
-                await docs.reload();
-              }
+            action={action}
+            run={() => api.post<{ task_id: string; documents: number }>(`${base}/reindex`)}
+            onDone={async (result) => {
+              setMessage(`Reindexing ${result.documents} document(s): task ${result.task_id}.`);
+              await docs.reload();
             }}
           >
             Reindex all
-          </button>
+          </ActionButton>
           <a class="button secondary" href={`#/kb/${enc(kbId)}/sources`}>
             Sources
           </a>
@@ -220,62 +226,45 @@ export function KnowledgeBaseDetail({ api, kbId }: { api: Api; kbId: string }) {
         ) : null}
       </Section>
 
-      <Section title="Documents" actions={<button type="button" class="secondary" onClick={docs.reload}>Refresh</button>}>
+      <Section title="Documents" actions={<RefreshButton onClick={docs.reload} />}>
         <ErrorBox error={docs.error} label="Could not list the documents" />
-        {docs.data && docs.data.documents.length === 0 ? <p>No documents yet.</p> : null}
-        {docs.data && docs.data.documents.length > 0 ? (
-          <table>
-            <caption class="sr-only">Documents of {kbId}</caption>
-            <thead>
-              <tr>
-                <th scope="col">Source</th>
-                <th scope="col">Status</th>
-                <th scope="col">Parents / chunks</th>
-                <th scope="col">Size</th>
-                <th scope="col">Updated</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {docs.data.documents.map((d) => (
-                <tr key={d.document_id}>
-                  <td>
-                    <a href={`#/kb/${enc(kbId)}/doc/${enc(d.document_id)}`}>{d.source_name}</a>
-                    {d.title && d.title !== d.source_name ? <div class="muted small">{d.title}</div> : null}
-                  </td>
-                  <td>
-                    <Badge value={d.status} />
-                  </td>
-                  <td>
-                    {d.counts?.parents ?? 0} / {d.counts?.children ?? 0}
-                  </td>
-                  <td>{formatBytes(d.size_bytes)}</td>
-                  <td>{formatTime(d.updated_at)}</td>
-                  <td>
-                    <button
-                      type="button"
-                      class="danger"
-                      disabled={action.busy}
-                      aria-label={`Delete ${d.source_name}`}
-                      onClick={async () => {
-                        if (!confirm(`Delete ${d.source_name} and all its chunks?`)) return;
-                        const result = await action.run(() =>
-                          api.delete<{ deleted: { chunks: number } }>(`${base}/documents/${enc(d.document_id)}`),
-                        );
-                        if (result) {
-                          setMessage(`Deleted ${d.source_name} (${result.deleted.chunks} chunks).`);
-                          await docs.reload();
-                        }
-                      }}
-                    >
-                      Delete
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        ) : null}
+        <DataTable
+          rows={docs.data?.documents}
+          caption={`Documents of ${kbId}`}
+          empty="No documents yet."
+          columns={["Source", "Status", "Parents / chunks", "Size", "Updated", "Actions"]}
+          row={(d) => (
+            <tr key={d.document_id}>
+              <td>
+                <a href={`#/kb/${enc(kbId)}/doc/${enc(d.document_id)}`}>{d.source_name}</a>
+                {d.title && d.title !== d.source_name ? <div class="muted small">{d.title}</div> : null}
+              </td>
+              <td>
+                <Badge value={d.status} />
+              </td>
+              <td>
+                {d.counts?.parents ?? 0} / {d.counts?.children ?? 0}
+              </td>
+              <td>{formatBytes(d.size_bytes)}</td>
+              <td>{formatTime(d.updated_at)}</td>
+              <td>
+                <ActionButton
+                  class="danger"
+                  action={action}
+                  aria-label={`Delete ${d.source_name}`}
+                  confirm={`Delete ${d.source_name} and all its chunks?`}
+                  run={() => api.delete<{ deleted: { chunks: number } }>(`${base}/documents/${enc(d.document_id)}`)}
+                  onDone={async (result) => {
+                    setMessage(`Deleted ${d.source_name} (${result.deleted.chunks} chunks).`);
+                    await docs.reload();
+                  }}
+                >
+                  Delete
+                </ActionButton>
+              </td>
+            </tr>
+          )}
+        />
         {current ? <p class="muted small">Created {formatTime(current.created_at)}.</p> : null}
       </Section>
     </>

@@ -2,7 +2,20 @@
 // problem, with how many reports and from which callers; close an item with a resolution.
 import { useState } from "preact/hooks";
 import { enc, type Api } from "../api";
-import { Badge, ErrorBox, formatTime, Notice, Section, useAction, useLoad } from "../ui";
+import {
+  ActionForm,
+  Badge,
+  ErrorBox,
+  formatTime,
+  Notice,
+  RefreshButton,
+  Section,
+  SelectField,
+  SubmitButton,
+  TextField,
+  useAction,
+  useLoad,
+} from "../components";
 
 interface FeedbackRecord {
   recordId: string;
@@ -36,20 +49,30 @@ export function Feedback({ api }: { api: Api }) {
   return (
     <>
       <h1>Feedback and improvement tasks</h1>
-      <Section title="Filter" actions={<button type="button" class="secondary" onClick={list.reload}>Refresh</button>}>
+      <Section title="Filter" actions={<RefreshButton onClick={list.reload} />}>
         <div class="filters">
-          <label for="fb-kind">Kind</label>
-          <select id="fb-kind" value={kind} onChange={(e) => setKind((e.target as HTMLSelectElement).value)}>
-            <option value="">all</option>
-            <option value="feedback">feedback</option>
-            <option value="improvement_task">improvement tasks</option>
-          </select>
-          <label for="fb-status">Status</label>
-          <select id="fb-status" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
-            <option value="open">open</option>
-            <option value="closed">closed</option>
-            <option value="">all</option>
-          </select>
+          <SelectField
+            id="fb-kind"
+            label="Kind"
+            value={kind}
+            onValue={setKind}
+            options={[
+              ["", "all"],
+              ["feedback", "feedback"],
+              ["improvement_task", "improvement tasks"],
+            ]}
+          />
+          <SelectField
+            id="fb-status"
+            label="Status"
+            value={status}
+            onValue={setStatus}
+            options={[
+              ["open", "open"],
+              ["closed", "closed"],
+              ["", "all"],
+            ]}
+          />
         </div>
       </Section>
       <Section title={`Items${list.data ? ` (${list.data.records.length})` : ""}`}>
@@ -88,30 +111,28 @@ export function Feedback({ api }: { api: Api }) {
                     {r.resolution ? `: ${r.resolution}` : ""}
                   </p>
                 ) : (
-                  <form
+                  <ActionForm
                     class="inline-form"
-                    onSubmit={async (event) => {
-                      event.preventDefault();
+                    action={close}
+                    run={() => {
                       const resolution = (resolutions[r.recordId] ?? "").trim();
-                      const done = await close.run(() =>
-                        api.post(`/admin/feedback/${enc(r.recordId)}/close`, resolution ? { resolution } : {}),
-                      );
-                      if (done) {
-                        setClosed(label);
-                        await list.reload();
-                      }
+                      return api.post(`/admin/feedback/${enc(r.recordId)}/close`, resolution ? { resolution } : {});
+                    }}
+                    onDone={async () => {
+                      setClosed(label);
+                      await list.reload();
                     }}
                   >
-                    <label for={`res-${r.recordId}`}>Resolution</label>
-                    <input
+                    <TextField
                       id={`res-${r.recordId}`}
+                      label="Resolution"
                       value={resolutions[r.recordId] ?? ""}
-                      onInput={(e) => setResolutions({ ...resolutions, [r.recordId]: (e.target as HTMLInputElement).value })}
+                      onValue={(value) => setResolutions({ ...resolutions, [r.recordId]: value })}
                     />
-                    <button type="submit" disabled={close.busy} aria-label={`Close “${label}”`}>
+                    <SubmitButton action={close} aria-label={`Close “${label}”`}>
                       Close
-                    </button>
-                  </form>
+                    </SubmitButton>
+                  </ActionForm>
                 )}
               </li>
             );

@@ -4,7 +4,20 @@
 // by the API) and a "fixed" mark that re-asks the group's questions and tracks later ones.
 import { useState } from "preact/hooks";
 import { enc, type Api } from "../api";
-import { Badge, ErrorBox, formatTime, Notice, Section, useAction, useLoad } from "../ui";
+import {
+  ActionButton,
+  Badge,
+  DataTable,
+  ErrorBox,
+  formatTime,
+  Notice,
+  RefreshButton,
+  Section,
+  SelectField,
+  TextField,
+  useAction,
+  useLoad,
+} from "../components";
 
 interface Day {
   day: string;
@@ -138,30 +151,20 @@ function Chart({ days }: { days: Day[] }) {
       </figcaption>
       <details>
         <summary>The figures per day</summary>
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Day</th>
-              <th scope="col">Questions</th>
-              <th scope="col">Answered</th>
-              <th scope="col">Low confidence</th>
-              <th scope="col">Declined</th>
-              <th scope="col">Not helpful</th>
+        <DataTable
+          rows={days}
+          columns={["Day", "Questions", "Answered", "Low confidence", "Declined", "Not helpful"]}
+          row={(d) => (
+            <tr key={d.day}>
+              <th scope="row">{d.day}</th>
+              <td>{d.questions}</td>
+              <td>{d.answered}</td>
+              <td>{d.lowConfidence}</td>
+              <td>{d.declined}</td>
+              <td>{d.notHelpful}</td>
             </tr>
-          </thead>
-          <tbody>
-            {days.map((d) => (
-              <tr key={d.day}>
-                <th scope="row">{d.day}</th>
-                <td>{d.questions}</td>
-                <td>{d.answered}</td>
-                <td>{d.lowConfidence}</td>
-                <td>{d.declined}</td>
-                <td>{d.notHelpful}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          )}
+        />
       </details>
     </figure>
   );
@@ -207,54 +210,52 @@ export function Insights({ api }: { api: Api }) {
       download(text, `citegate-insights-${what}.${format}`, format === "csv" ? "text/csv" : "text/markdown");
     });
   const s = summary.data;
+  const exports = (what: "gaps" | "summary", name: string) => (
+    <>
+      <button type="button" class="secondary" onClick={() => exportAs(what, "csv")}>
+        {name} as CSV
+      </button>
+      <button type="button" class="secondary" onClick={() => exportAs(what, "md")}>
+        {name} as Markdown
+      </button>
+    </>
+  );
 
   return (
     <>
       <h1>Insights: what the documents do not answer</h1>
-      <Section
-        title="Filter"
-        actions={
-          <button type="button" class="secondary" onClick={reload}>
-            Refresh
-          </button>
-        }
-      >
+      <Section title="Filter" actions={<RefreshButton onClick={reload} />}>
         <div class="filters">
-          <label for="in-kb">Knowledge base</label>
-          <input id="in-kb" value={kb} placeholder="all granted" onChange={(e) => setKb((e.target as HTMLInputElement).value)} />
-          <label for="in-since">Since</label>
-          <input id="in-since" type="date" value={since} onChange={(e) => setSince((e.target as HTMLInputElement).value)} />
-          <label for="in-until">Until</label>
-          <input id="in-until" type="date" value={until} onChange={(e) => setUntil((e.target as HTMLInputElement).value)} />
-          <label for="in-caller">Callers</label>
-          <select id="in-caller" value={caller} onChange={(e) => setCaller((e.target as HTMLSelectElement).value)}>
-            <option value="">people and agents</option>
-            <option value="human">people</option>
-            <option value="agent">agents</option>
-          </select>
-          <label for="in-kind">Gaps</label>
-          <select id="in-kind" value={kind} onChange={(e) => setKind((e.target as HTMLSelectElement).value)}>
-            <option value="">every kind</option>
-            <option value="declined">declined</option>
-            <option value="low_confidence">low confidence</option>
-            <option value="not_helpful">marked not helpful</option>
-          </select>
+          <TextField id="in-kb" label="Knowledge base" on="change" value={kb} placeholder="all granted" onValue={setKb} />
+          <TextField id="in-since" label="Since" on="change" type="date" value={since} onValue={setSince} />
+          <TextField id="in-until" label="Until" on="change" type="date" value={until} onValue={setUntil} />
+          <SelectField
+            id="in-caller"
+            label="Callers"
+            value={caller}
+            onValue={setCaller}
+            options={[
+              ["", "people and agents"],
+              ["human", "people"],
+              ["agent", "agents"],
+            ]}
+          />
+          <SelectField
+            id="in-kind"
+            label="Gaps"
+            value={kind}
+            onValue={setKind}
+            options={[
+              ["", "every kind"],
+              ["declined", "declined"],
+              ["low_confidence", "low confidence"],
+              ["not_helpful", "marked not helpful"],
+            ]}
+          />
         </div>
       </Section>
 
-      <Section
-        title="Questions over time"
-        actions={
-          <>
-            <button type="button" class="secondary" onClick={() => exportAs("summary", "csv")}>
-              Summary as CSV
-            </button>
-            <button type="button" class="secondary" onClick={() => exportAs("summary", "md")}>
-              Summary as Markdown
-            </button>
-          </>
-        }
-      >
+      <Section title="Questions over time" actions={exports("summary", "Summary")}>
         <ErrorBox error={summary.error} label="Could not load the summary" />
         {s ? (
           <>
@@ -307,20 +308,11 @@ export function Insights({ api }: { api: Api }) {
 
       <Section
         title={`Gaps${gaps.data ? ` (${gaps.data.totalGroups} groups, ${gaps.data.gapQuestions} questions)` : ""}`}
-        actions={
-          <>
-            <button type="button" class="secondary" onClick={() => exportAs("gaps", "csv")}>
-              Gaps as CSV
-            </button>
-            <button type="button" class="secondary" onClick={() => exportAs("gaps", "md")}>
-              Gaps as Markdown
-            </button>
-          </>
-        }
+        actions={exports("gaps", "Gaps")}
       >
         <ErrorBox error={gaps.error} label="Could not load the gaps" />
         <ErrorBox error={act.error} label="The action failed" />
-        {done ? <Notice>{done}</Notice> : null}
+        <Notice>{done}</Notice>
         {gaps.data && gaps.data.groups.length === 0 ? <p>No gaps in this window.</p> : null}
         {gaps.data?.ungrouped ? (
           <p class="muted">{gaps.data.ungrouped} newer questions are still being grouped; refresh in a moment.</p>
@@ -385,57 +377,51 @@ export function Insights({ api }: { api: Api }) {
                 </p>
               ) : null}
               <div class="inline-form">
-                <button
-                  type="button"
-                  disabled={act.busy}
+                <ActionButton
+                  action={act}
                   aria-label={`Open improvement task for “${g.representative}”`}
-                  onClick={async () => {
-                    const result = await act.run(() =>
-                      api.post<{ created: boolean; record: { recordId: string; count: number } }>(
-                        `/v1/insights/gaps/${enc(g.groupId)}/improvement_task`,
-                        {},
-                      ),
+                  run={() =>
+                    api.post<{ created: boolean; record: { recordId: string; count: number } }>(
+                      `/v1/insights/gaps/${enc(g.groupId)}/improvement_task`,
+                      {},
+                    )
+                  }
+                  onDone={async (result) => {
+                    setDone(
+                      result.created
+                        ? `Opened improvement task ${result.record.recordId}.`
+                        : `Counted on the open improvement task ${result.record.recordId} (${result.record.count} reports).`,
                     );
-                    if (result) {
-                      setDone(
-                        result.created
-                          ? `Opened improvement task ${result.record.recordId}.`
-                          : `Counted on the open improvement task ${result.record.recordId} (${result.record.count} reports).`,
-                      );
-                      await gaps.reload();
-                    }
+                    await gaps.reload();
                   }}
                 >
                   Open improvement task
-                </button>
-                <label for={`note-${g.groupId}`}>Fix note</label>
-                <input
+                </ActionButton>
+                <TextField
                   id={`note-${g.groupId}`}
+                  label="Fix note"
                   value={notes[g.groupId] ?? ""}
-                  onInput={(e) => setNotes({ ...notes, [g.groupId]: (e.target as HTMLInputElement).value })}
+                  onValue={(value) => setNotes({ ...notes, [g.groupId]: value })}
                 />
-                <button
-                  type="button"
+                <ActionButton
                   class="secondary"
-                  disabled={act.busy}
+                  action={act}
                   aria-label={`Mark fixed: “${g.representative}” (re-asks its questions)`}
-                  onClick={async () => {
+                  run={() => {
                     const note = (notes[g.groupId] ?? "").trim();
-                    const result = await act.run(() =>
-                      api.post<{ recheck?: { asked: number; answered: number } }>(
-                        `/v1/insights/gaps/${enc(g.groupId)}/fix`,
-                        note ? { note } : {},
-                      ),
+                    return api.post<{ recheck?: { asked: number; answered: number } }>(
+                      `/v1/insights/gaps/${enc(g.groupId)}/fix`,
+                      note ? { note } : {},
                     );
-                    if (result) {
-                      const r = result.recheck;
-                      setDone(`Marked fixed${r ? `: ${r.answered} of ${r.asked} questions answered now` : ""}.`);
-                      await gaps.reload();
-                    }
+                  }}
+                  onDone={async (result) => {
+                    const r = result.recheck;
+                    setDone(`Marked fixed${r ? `: ${r.answered} of ${r.asked} questions answered now` : ""}.`);
+                    await gaps.reload();
                   }}
                 >
                   Mark fixed
-                </button>
+                </ActionButton>
               </div>
             </li>
           ))}

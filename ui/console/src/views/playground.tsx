@@ -2,7 +2,19 @@
 // stats), and what it answers, with the citations as resolve_refs returns them.
 import { useState } from "preact/hooks";
 import { enc, type Api, type KnowledgeBase } from "../api";
-import { Badge, ErrorBox, Section, useAction, useLoad } from "../ui";
+import {
+  ActionButton,
+  ActionForm,
+  Badge,
+  ErrorBox,
+  Section,
+  SelectField,
+  SubmitButton,
+  TextArea,
+  TextField,
+  useAction,
+  useLoad,
+} from "../components";
 
 interface Hit {
   ref_id: string;
@@ -107,69 +119,63 @@ export function Playground({ api, initialKb }: { api: Api; initialKb: string }) 
       <h1>Playground</h1>
       <Section title="Query">
         <ErrorBox error={kbs.error} label="Could not list knowledge bases" />
-        <form
+        <ActionForm
           class="grid-form"
-          onSubmit={async (event) => {
-            event.preventDefault();
+          action={retrieve}
+          run={() => {
             setRetrieved(null);
-            const result = await retrieve.run(() =>
-              api.post<RetrieveResult>(`/v1/kb/${enc(chosen)}/retrieve`, { query, ...body() }),
-            );
-            if (result) setRetrieved(result);
+            return api.post<RetrieveResult>(`/v1/kb/${enc(chosen)}/retrieve`, { query, ...body() });
           }}
+          onDone={setRetrieved}
         >
-          <label for="pg-kb">Knowledge base</label>
-          <select id="pg-kb" value={chosen} onChange={(e) => setKbId((e.target as HTMLSelectElement).value)}>
-            {(kbs.data?.knowledge_bases ?? []).map((kb) => (
-              <option key={kb.kb_id} value={kb.kb_id}>
-                {kb.name} ({kb.kb_id}, {kb.status})
-              </option>
-            ))}
-          </select>
-          <label for="pg-query">Query or question</label>
-          <textarea id="pg-query" required rows={2} value={query} onInput={(e) => setQuery((e.target as HTMLTextAreaElement).value)} />
-          <label for="pg-topk">Top k</label>
-          <input id="pg-topk" type="number" min={1} max={50} value={topK} onInput={(e) => setTopK(Number((e.target as HTMLInputElement).value))} />
-          <label for="pg-threshold">Score threshold (optional)</label>
-          <input
+          <SelectField
+            id="pg-kb"
+            label="Knowledge base"
+            value={chosen}
+            onValue={setKbId}
+            options={(kbs.data?.knowledge_bases ?? []).map((kb) => [kb.kb_id, `${kb.name} (${kb.kb_id}, ${kb.status})`] as const)}
+          />
+          <TextArea id="pg-query" label="Query or question" required rows={2} value={query} onValue={setQuery} />
+          <TextField id="pg-topk" label="Top k" type="number" min={1} max={50} value={topK} onValue={(value) => setTopK(Number(value))} />
+          <TextField
             id="pg-threshold"
+            label="Score threshold (optional)"
             type="number"
             step="0.01"
             min={0}
             value={threshold}
-            onInput={(e) => setThreshold((e.target as HTMLInputElement).value)}
+            onValue={setThreshold}
           />
           <div class="toolbar">
-            <button type="submit" disabled={!chosen || retrieve.busy}>
-              {retrieve.busy ? "Retrieving…" : "Retrieve"}
-            </button>
-            <button
-              type="button"
+            <SubmitButton action={retrieve} busyLabel="Retrieving…" disabled={!chosen}>
+              Retrieve
+            </SubmitButton>
+            <ActionButton
               class="secondary"
-              disabled={!chosen || !query.trim() || ask.busy}
-              onClick={async () => {
+              action={ask}
+              busyLabel="Asking…"
+              disabled={!chosen || !query.trim()}
+              run={async () => {
                 setAnswer(null);
                 setCitations(null);
-                const result = await ask.run(async () => {
-                  const asked = await api.post<AskResult>(`/v1/kb/${enc(chosen)}/ask`, { question: query, ...body() });
-                  // The citations as any client would resolve the answer's refs.
-                  const resolved = asked.used_refs.length
-                    ? await api.post<{ citations: Citation[]; missing: string[] }>(`/v1/kb/${enc(chosen)}/resolve_refs`, {
-                        ref_ids: asked.used_refs,
-                      })
-                    : { citations: [], missing: [] };
-                  return { asked, resolved };
-                });
-                if (result) {
-                  setAnswer(result.asked);
-                  setCitations(result.resolved);
-                }
+                const asked = await api.post<AskResult>(`/v1/kb/${enc(chosen)}/ask`, { question: query, ...body() });
+                // The citations as any client would resolve the answer's refs.
+                const resolved = asked.used_refs.length
+                  ? await api.post<{ citations: Citation[]; missing: string[] }>(`/v1/kb/${enc(chosen)}/resolve_refs`, {
+                      ref_ids: asked.used_refs,
+                    })
+                  : { citations: [], missing: [] };
+                return { asked, resolved };
+              }}
+              onDone={(result) => {
+                setAnswer(result.asked);
+                setCitations(result.resolved);
               }}
             >
-              {ask.busy ? "Asking…" : "Ask"}
-            </button>
+              Ask
+            </ActionButton>
           </div>
-        </form>
+        </ActionForm>
         <ErrorBox error={retrieve.error} label="Retrieval failed" />
         <ErrorBox error={ask.error} label="Asking failed" />
       </Section>

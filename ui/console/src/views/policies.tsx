@@ -2,7 +2,18 @@
 // API, whose field errors are shown as it names them), or write a new one.
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, enc, type Api } from "../api";
-import { ErrorBox, Notice, Section, useAction, useLoad } from "../ui";
+import {
+  ActionForm,
+  ErrorBox,
+  Notice,
+  RefreshButton,
+  Section,
+  SubmitButton,
+  TextArea,
+  TextField,
+  useAction,
+  useLoad,
+} from "../components";
 
 type Policy = Record<string, unknown> & { principal_key: string; description?: string; tools?: string[] };
 
@@ -83,7 +94,7 @@ export function Policies({ api }: { api: Api }) {
     <>
       <h1>Policies</h1>
       <div class="split">
-        <Section title="Principals" actions={<button type="button" class="secondary" onClick={list.reload}>Refresh</button>}>
+        <Section title="Principals" actions={<RefreshButton onClick={list.reload} />}>
           <ErrorBox error={list.error} label="Could not list policies" />
           <ul class="picker">
             {policies.map((p) => (
@@ -117,8 +128,14 @@ export function Policies({ api }: { api: Api }) {
               setText(existing ? editable(existing) : JSON.stringify(TEMPLATE, null, 2));
             }}
           >
-            <label for="new-principal">New policy for</label>
-            <input id="new-principal" placeholder="agent:my-bot" pattern="^(agent|human|service):.+|anonymous|human:\*$" value={newKey} onInput={(e) => setNewKey((e.target as HTMLInputElement).value)} />
+            <TextField
+              id="new-principal"
+              label="New policy for"
+              placeholder="agent:my-bot"
+              pattern="^(agent|human|service):.+|anonymous|human:\*$"
+              value={newKey}
+              onValue={setNewKey}
+            />
             <button type="submit" class="secondary">
               Start
             </button>
@@ -126,29 +143,27 @@ export function Policies({ api }: { api: Api }) {
         </Section>
         <Section title={selected ? `Policy of ${selected}` : "Policy"}>
           {selected ? (
-            <form
-              onSubmit={async (event) => {
-                event.preventDefault();
-                if (!checked.body || checked.problems.length) return;
-                const stored = await save.run(() => api.put<Policy>(`/admin/policies/${enc(selected)}`, checked.body));
-                if (stored) {
-                  setSaved(stored.principal_key);
-                  await list.reload();
-                }
+            <ActionForm
+              action={save}
+              ready={Boolean(checked.body) && checked.problems.length === 0}
+              run={() => api.put<Policy>(`/admin/policies/${enc(selected)}`, checked.body)}
+              onDone={async (stored) => {
+                setSaved(stored.principal_key);
+                await list.reload();
               }}
             >
-              <label for="policy-json">Policy (JSON, replaced whole)</label>
-              <textarea
+              <TextArea
                 id="policy-json"
+                label="Policy (JSON, replaced whole)"
                 class="code-editor"
                 rows={22}
                 spellcheck={false}
                 aria-invalid={checked.problems.length > 0}
                 aria-describedby="policy-problems"
                 value={text}
-                onInput={(e) => {
+                onValue={(value) => {
                   setSaved(null);
-                  setText((e.target as HTMLTextAreaElement).value);
+                  setText(value);
                 }}
               />
               <div id="policy-problems" aria-live="polite">
@@ -169,10 +184,10 @@ export function Policies({ api }: { api: Api }) {
                 </ul>
               ) : null}
               {saved ? <Notice>Saved the policy of {saved}.</Notice> : null}
-              <button type="submit" disabled={save.busy || checked.problems.length > 0}>
-                {save.busy ? "Saving…" : "Save policy"}
-              </button>
-            </form>
+              <SubmitButton action={save} busyLabel="Saving…" disabled={checked.problems.length > 0}>
+                Save policy
+              </SubmitButton>
+            </ActionForm>
           ) : (
             <p>Choose a principal, or start a new policy.</p>
           )}

@@ -3,7 +3,7 @@
 import { useState } from "preact/hooks";
 import type { Session } from "../api";
 import { startSignIn, type OidcConfig } from "../oidc";
-import { ErrorBox } from "../ui";
+import { ErrorBox, TextField } from "../components";
 
 export interface ConsoleConfig {
   apiBase?: string;
@@ -43,14 +43,14 @@ export function SignIn({
         }}
       >
         <h2 id="token-title">Service token</h2>
-        <label for="token">Bearer token</label>
-        <input
+        <TextField
           id="token"
+          label="Bearer token"
           type="password"
           autoComplete="off"
           required
           value={token}
-          onInput={(e) => setToken((e.target as HTMLInputElement).value)}
+          onValue={setToken}
           aria-describedby="token-help"
         />
         <p id="token-help" class="muted small">
@@ -58,13 +58,13 @@ export function SignIn({
         </p>
         <details>
           <summary>API location</summary>
-          <label for="api-base">API base URL</label>
-          <input
+          <TextField
             id="api-base"
+            label="API base URL"
             type="url"
             placeholder="same origin as this page"
             value={apiBase}
-            onInput={(e) => setApiBase((e.target as HTMLInputElement).value)}
+            onValue={setApiBase}
           />
         </details>
         <button type="submit">Sign in</button>
@@ -91,10 +91,8 @@ export function SignIn({
           </p>
         ) : (
           <>
-            <label for="issuer">Issuer URL</label>
-            <input id="issuer" type="url" required value={issuer} onInput={(e) => setIssuer((e.target as HTMLInputElement).value)} />
-            <label for="client-id">Client ID</label>
-            <input id="client-id" required value={clientId} onInput={(e) => setClientId((e.target as HTMLInputElement).value)} />
+            <TextField id="issuer" label="Issuer URL" type="url" required value={issuer} onValue={setIssuer} />
+            <TextField id="client-id" label="Client ID" required value={clientId} onValue={setClientId} />
           </>
         )}
         <ErrorBox error={oidcError} label="OIDC sign-in failed" />
