@@ -12,6 +12,7 @@ from typing import Any, cast
 from citegate.governance.signals import signal_pk
 from citegate.insights.rollups import VERSION, Delta, combine, from_row, read_row, rows_pk, stored_row
 from citegate.platform.dynamo import (
+    batch_get,
     cancellation_reasons,
     from_item,
     is_conditional_failure,
@@ -173,21 +174,8 @@ class InsightsStore:
 
     def _current(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
         """The rows named, as stored now (strongly consistent: the versions are conditions)."""
-        client = self._table.meta.client
-        found: dict[tuple[str, str], dict[str, Any]] = {}
-        for start in range(0, len(keys), 100):
-            request: dict[str, Any] = {
-                self._table.name: {
-                    "Keys": [{"pk": pk, "sk": sk} for pk, sk in keys[start : start + 100]],
-                    "ConsistentRead": True,
-                }
-            }
-            while request:
-                response = client.batch_get_item(RequestItems=request)
-                for item in response.get("Responses", {}).get(self._table.name, []):
-                    found[(str(item["pk"]), str(item["sk"]))] = from_item(item)
-                request = response.get("UnprocessedKeys") or {}
-        return found
+        items = batch_get(self._table, [{"pk": pk, "sk": sk} for pk, sk in keys], consistent=True)
+        return {(str(item["pk"]), str(item["sk"])): from_item(item) for item in items}
 
     def _transact(self, tenant_id: str, chunk: list[Counted], group_adds: dict[str, list[Delta]]) -> None:
         name = self._table.name

@@ -73,13 +73,17 @@ def cancellation_reasons(error: Exception) -> list[str] | None:
     return [str(reason.get("Code") or "None") for reason in response.get("CancellationReasons") or []]
 
 
-def batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Items by key, 100 per request, retrying what DynamoDB leaves unprocessed. The resource's
-    client returns them deserialised (numbers as Decimal, binary as Binary)."""
+def batch_get(table: Any, keys: list[dict[str, Any]], *, consistent: bool = False) -> list[dict[str, Any]]:
+    """Items by key, 100 per request, retrying what DynamoDB leaves unprocessed; `consistent`:
+    strongly consistent reads. The resource's client returns them deserialised (numbers as
+    Decimal, binary as Binary)."""
     client = table.meta.client
     items: list[dict[str, Any]] = []
     for start in range(0, len(keys), 100):
-        request: dict[str, Any] = {table.name: {"Keys": keys[start : start + 100]}}
+        chunk: dict[str, Any] = {"Keys": keys[start : start + 100]}
+        if consistent:
+            chunk["ConsistentRead"] = True
+        request: dict[str, Any] = {table.name: chunk}
         while request:
             response = client.batch_get_item(RequestItems=request)
             items.extend(response.get("Responses", {}).get(table.name, []))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from citegate.knowledge.ingest import ledger
 from citegate.knowledge.ingest.batch import BatchState, DocumentRef, batch_id
@@ -153,15 +153,8 @@ def _start_execution(s: Starting, documents: list[DocumentRef], started: Started
     """One execution for `documents`; if it cannot be started, only their messages are retried."""
     name = batch_id([d.task_id for d in documents])
     state = BatchState(batch_id=name, documents=documents)
-    sfn = s.aws.stepfunctions
-    try:
-        sfn.start_execution(stateMachineArn=s.state_machine_arn, name=name, input=json.dumps(state.dump()))
-        outcome = "started"
-    except sfn.exceptions.ExecutionAlreadyExists:
-        outcome = "already-started"
-    except Exception as error:
-        logger.exception("could not start the ingestion workflow", extra={"batch_id": name})
-        started.error = error
+    outcome = _start(s, name, state.dump(), started, "the ingestion workflow", {"batch_id": name})
+    if outcome is None:
         return
     for document in documents:
         started.outcomes[document.task_id] = outcome
@@ -171,18 +164,26 @@ def _start_execution(s: Starting, documents: list[DocumentRef], started: Started
 def _start_sync(s: Starting, sync: dict[str, str], started: StartedBatch) -> None:
     """One execution for a source sync, named after its run; if it cannot be started, its message
     is retried."""
-    sfn = s.aws.stepfunctions
     run_id = sync["run_id"]
-    try:
-        sfn.start_execution(
-            stateMachineArn=s.state_machine_arn, name=run_id, input=json.dumps({SYNC_KEY: sync})
-        )
-        outcome = "started"
-    except sfn.exceptions.ExecutionAlreadyExists:
-        outcome = "already-started"
-    except Exception as error:
-        logger.exception("could not start the source sync", extra={"run_id": run_id})
-        started.error = error
+    outcome = _start(s, run_id, {SYNC_KEY: sync}, started, "the source sync", {"run_id": run_id})
+    if outcome is None:
         return
     started.outcomes[f"sync:{run_id}"] = outcome
     logger.info("source sync " + outcome, extra=sync)
+
+
+def _start(
+    s: Starting, name: str, payload: dict[str, Any], started: StartedBatch, what: str, extra: dict[str, Any]
+) -> str | None:
+    """Start the execution `name` ("started", or "already-started" for a redelivery); None, with
+    the error kept on `started`, when it could not be started."""
+    sfn = s.aws.stepfunctions
+    try:
+        sfn.start_execution(stateMachineArn=s.state_machine_arn, name=name, input=json.dumps(payload))
+    except sfn.exceptions.ExecutionAlreadyExists:
+        return "already-started"
+    except Exception as error:
+        logger.exception(f"could not start {what}", extra=extra)
+        started.error = error
+        return None
+    return "started"

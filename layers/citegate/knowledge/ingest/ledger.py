@@ -17,29 +17,15 @@ from boto3.dynamodb.conditions import Key
 from citegate.knowledge.schemas.documents import DocumentRecord, Task
 from citegate.knowledge.store.parents import doc_key
 from citegate.platform import resources
-from citegate.platform.dynamo import from_item, query_all, to_item, utc_now
+from citegate.platform.dynamo import batch_get, from_item, query_all, to_item, utc_now
 
 if TYPE_CHECKING:
     from citegate.platform.ports import Tables
 
 
-def _batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Items by key, 100 per request, strongly consistent (a step must see the latest task and
-    document), retrying what DynamoDB leaves unprocessed."""
-    client = table.meta.client
-    items: list[dict[str, Any]] = []
-    for start in range(0, len(keys), 100):
-        request: dict[str, Any] = {table.name: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
-        while request:
-            response = client.batch_get_item(RequestItems=request)
-            items.extend(response.get("Responses", {}).get(table.name, []))
-            request = response.get("UnprocessedKeys") or {}
-    return items
-
-
 def find_tasks(s: Tables, task_ids: Iterable[str]) -> dict[str, Task]:
     keys = [{"task_id": t} for t in dict.fromkeys(task_ids)]
-    items = _batch_get(s.table(resources.TASKS), keys) if keys else []
+    items = batch_get(s.table(resources.TASKS), keys, consistent=True) if keys else []
     return {str(item["task_id"]): Task.model_validate(from_item(item)) for item in items}
 
 
@@ -52,7 +38,9 @@ def update_tasks(s: Tables, changes: dict[str, dict[str, Any]], *, reopen: bool 
     if not changes:
         return set()
     table = s.table(resources.TASKS)
-    items = {str(i["task_id"]): i for i in _batch_get(table, [{"task_id": t} for t in changes])}
+    items = {
+        str(i["task_id"]): i for i in batch_get(table, [{"task_id": t} for t in changes], consistent=True)
+    }
     now = utc_now()
     changed: set[str] = set()
     with table.batch_writer(overwrite_by_pkeys=["task_id"]) as batch:
@@ -72,7 +60,7 @@ def update_tasks(s: Tables, changes: dict[str, dict[str, Any]], *, reopen: bool 
 
 def find_documents(s: Tables, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentRecord]:
     unique = [{"kb_id": kb, "document_id": doc} for kb, doc in dict.fromkeys(keys)]
-    items = _batch_get(s.table(resources.DOCUMENTS), unique) if unique else []
+    items = batch_get(s.table(resources.DOCUMENTS), unique, consistent=True) if unique else []
     records = [DocumentRecord.model_validate(from_item(item)) for item in items]
     return {(r.kb_id, r.document_id): r for r in records}
 
